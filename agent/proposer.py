@@ -1,0 +1,46 @@
+"""Candidates and the proposer protocol shared by the template search and the LLM proposers.
+
+A proposer turns context (shape, GPU, retrieved exemplars, history) into candidate kernel
+sources; the loop in `agent.loop` evaluates, archives and indexes them and reports the
+results back through `observe`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from evaluator.record import EvalRecord, GpuInfo, kernel_hash
+
+
+@dataclass
+class Candidate:
+    source: str
+    proposer: str  # "template", "llm:<model>", "import"
+    family: str | None = None  # set when a template family rendered it
+    params: dict[str, Any] | None = None
+    parents: list[str] = field(default_factory=list)  # kernel hashes
+    note: str = ""
+
+    @property
+    def hash(self) -> str:
+        return kernel_hash(self.source)
+
+
+@dataclass
+class ProposalContext:
+    M: int
+    N: int
+    K: int
+    gpu: GpuInfo
+    archive: Any = None  # archive.Archive, when one is open
+    retriever: Any = None  # index.Retriever, when one is available
+    history: list[tuple[Candidate, EvalRecord]] = field(default_factory=list)  # this run's results so far
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, ctx: ProposalContext, n: int) -> list[Candidate]: ...
+
+    def observe(self, results: list[tuple[Candidate, EvalRecord]]) -> None: ...
