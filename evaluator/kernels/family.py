@@ -1,0 +1,49 @@
+"""A kernel family: one `.cu` template, a declared parameter space, and its constraints.
+
+`render(params)` returns a self-contained source (the parameter `#define`s, then the
+template body with any shared `.cuh` inlined) that implements the kernel contract.
+`check(params, M, N, K, gpu)` returns None when the parameters are valid for the shape
+and GPU, else a one-line reason (shared memory, registers, divisibility, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from evaluator.record import GpuInfo
+
+Params = dict[str, Any]
+
+
+def kernel_file(name: str) -> str:
+    """Text of a `.cu`/`.cuh` file shipped in evaluator/kernels."""
+    return resources.files("evaluator.kernels").joinpath(name).read_text()
+
+
+@dataclass
+class Family:
+    name: str
+    template: str  # file name in evaluator/kernels
+    space: dict[str, tuple] = field(default_factory=dict)  # parameter -> allowed values
+    description: str = ""
+    min_cc: float = 8.0  # lowest compute capability it runs on
+
+    def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
+        for key, value in params.items():
+            if key not in self.space:
+                return f"{self.name}: unknown parameter {key}"
+            if value not in self.space[key]:
+                return f"{self.name}: {key}={value} not in {self.space[key]}"
+        missing = set(self.space) - set(params)
+        if missing:
+            return f"{self.name}: missing parameters {sorted(missing)}"
+        if gpu is not None and float(gpu.cc) < self.min_cc:
+            return f"{self.name}: needs compute capability {self.min_cc}, GPU has {gpu.cc}"
+        return None
+
+    def render(self, params: Params) -> str:
+        defines = "".join(f"#define HG_{k.upper()} {int(v) if isinstance(v, bool) else v}\n" for k, v in sorted(params.items()))
+        header = f"// hgemm family {self.name}: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + "\n"
+        return header + defines + kernel_file(self.template)
