@@ -1,0 +1,88 @@
+"""`hgemm bench` (the four baselines and the floor) and `hgemm eval` (one typed evaluation record)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from evaluator.errors import BadInput, validate_shape
+
+MODE_HELP = "offline (CUDA graph, warm L2), server (L2 flushed, random gaps) or both"
+
+
+def _modes(mode: str) -> tuple[str, ...]:
+    if mode == "both":
+        return ("offline", "server")
+    if mode in ("offline", "server"):
+        return (mode,)
+    raise BadInput(f"--mode must be offline, server or both, not {mode!r}")
+
+
+def read_kernel(path: Path) -> str:
+    if not path.exists():
+        raise BadInput(f"{path}: no such file")
+    if not path.is_file():
+        raise BadInput(f"{path}: not a file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if not text.strip():
+        raise BadInput(f"{path}: empty file")
+    return text
+
+
+def bench(
+    M: int = typer.Argument(..., help="rows of A and C"),
+    N: int = typer.Argument(..., help="columns of B and C"),
+    K: int = typer.Argument(..., help="columns of A, rows of B"),
+    mode: str = typer.Option("both", help=MODE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """Time the four cuBLAS baselines and show the physical floor for one shape."""
+    validate_shape(M, N, K)
+    modes = _modes(mode)
+    from evaluator.local import LocalEvaluator
+
+    with LocalEvaluator() as ev:
+        table = ev.baseline_table(M, N, K, modes)
+    if as_json:
+        print(json.dumps(table, indent=1))
+        return
+    from evaluator.report import print_bench
+
+    print_bench(table)
+
+
+def eval_kernel(
+    kernel: Path = typer.Argument(..., help="the candidate .cu file"),
+    M: int = typer.Argument(...),
+    N: int = typer.Argument(...),
+    K: int = typer.Argument(...),
+    mode: str = typer.Option("both", help=MODE_HELP),
+    ncu: bool = typer.Option(False, "--ncu", help="collect Nsight Compute metrics"),
+    sanitize: bool = typer.Option(False, "--sanitize", help="run compute-sanitizer memcheck and racecheck"),
+    as_json: bool = typer.Option(False, "--json", help="print the record as JSON"),
+) -> None:
+    """Compile, check and time one candidate kernel against the baselines."""
+    validate_shape(M, N, K)
+    source = read_kernel(kernel)
+    modes = _modes(mode)
+    from evaluator.local import LocalEvaluator
+
+    with LocalEvaluator() as ev:
+        (record,) = ev.evaluate([source], M, N, K, stage="full", modes=modes, ncu=ncu, sanitize=sanitize)
+    if as_json:
+        print(json.dumps(record.to_dict(), indent=1))
+    else:
+        from evaluator.report import print_record
+
+        print_record(record)
+    raise typer.Exit(0 if record.ok else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
+    app.command("eval")(eval_kernel)

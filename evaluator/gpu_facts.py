@@ -1,0 +1,109 @@
+"""Per-GPU facts measured once and cached under the state root: matrix peak, memory bandwidth,
+graph-launch floor. They define the physical floor below which a measured time is suspicious.
+
+The measured peak and bandwidth are what a library reached on this card, not what the
+silicon can do; a kernel may legitimately beat cuBLAS by a few percent. The floor
+therefore divides by the measured ceilings times a headroom (PEAK_HEADROOM,
+BW_HEADROOM); anything faster than that floor is treated as a timing bug or a cheat.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import torch
+
+from evaluator.paths import state_dir
+from evaluator.record import GpuInfo
+
+PEAK_HEADROOM = 1.15
+BW_HEADROOM = 1.10
+
+
+def driver_version() -> str:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+    except Exception:
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0]
+    except Exception:
+        return "unknown"
+
+
+def gpu_info() -> GpuInfo:
+    p = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return GpuInfo(
+        name=p.name, cc=f"{p.major}.{p.minor}", driver=driver_version(), sm_count=p.multi_processor_count,
+        l2_bytes=int(p.L2_cache_size), smem_per_block_optin=int(getattr(p, "shared_memory_per_block_optin", 0)),
+        memory_bytes=int(p.total_memory),
+    )
+
+
+def gpu_key(info: GpuInfo) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in f"{info.name}-{info.driver}")
+
+
+def _matmul_tflops(stream: torch.cuda.Stream, n: int = 8192) -> float:
+    from evaluator.timing import time_offline
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    mm = time_offline({"mm": lambda: torch.mm(a, b, out=c)}, stream, samples=7, reps=3)["mm"]
+    return 2 * n**3 / (mm.median_us * 1e-6) / 1e12
+
+
+def _copy_gbs(stream: torch.cuda.Stream, nbytes: int = 1 << 31) -> float:
+    from evaluator.timing import time_offline
+
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    cp = time_offline({"copy": lambda: dst.copy_(src)}, stream, samples=7, reps=3)["copy"]
+    return 2 * nbytes / (cp.median_us * 1e-6) / 1e9  # bytes read plus bytes written
+
+
+def _launch_us(stream: torch.cuda.Stream, empty_lib: str) -> float:
+    """One empty kernel launched through a candidate's path (ctypes → hgemm_run), in a graph."""
+    from evaluator.harness import Candidate
+    from evaluator.timing import time_offline
+
+    empty = Candidate(empty_lib)
+    call = lambda: empty.run(0, 0, 0, 0, 0, 0, 0, 0, 0, stream.cuda_stream)  # noqa: E731
+    return time_offline({"empty": call}, stream, samples=9, reps=200)["empty"].median_us
+
+
+def measure(stream: torch.cuda.Stream, empty_lib: str) -> dict:
+    return {"peak_tflops": _matmul_tflops(stream), "bandwidth_gbs": _copy_gbs(stream),
+            "launch_us": _launch_us(stream, empty_lib)}
+
+
+def facts(info: GpuInfo, stream: torch.cuda.Stream, empty_lib: str) -> dict:
+    path = state_dir("gpu") / f"{gpu_key(info)}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    f = measure(stream, empty_lib)
+    f["measured"] = {"matmul": "torch.mm fp16 8192^3, CUDA graph", "copy": "2 GiB device-to-device, read+write",
+                     "launch": "empty kernel through hgemm_run, CUDA graph of 200"}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(f, indent=1))
+    tmp.replace(path)
+    return f
+
+
+def floor_us(f: dict, M: int, N: int, K: int, mode: str, l2_bytes: int) -> float:
+    """max(2MNK / peak, bytes moved / bandwidth, graph-launch floor) with headroom; offline skips
+    the bandwidth term when the operands fit in L2 (they stay warm between launches)."""
+    flops_us = 2.0 * M * N * K / (f["peak_tflops"] * PEAK_HEADROOM * 1e12) * 1e6
+    nbytes = 2 * (M * K + K * N + M * N)
+    bytes_us = nbytes / (f["bandwidth_gbs"] * BW_HEADROOM * 1e9) * 1e6
+    if mode == "offline" and nbytes <= l2_bytes:
+        bytes_us = 0.0
+    return max(flops_us, bytes_us, f["launch_us"])

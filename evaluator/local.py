@@ -1,0 +1,177 @@
+"""LocalEvaluator: the real Evaluator on this machine's GPU.
+
+compile (parallel, cached, static check first) → for each library, in a supervised worker:
+check (correctness suite) → time (candidate interleaved with the four baselines) →
+optional NCU metrics and compute-sanitizer runs in their own processes → EvalRecord.
+
+A candidate that hangs or crashes costs one worker, never the caller: the worker is
+replaced and re-prepared for the shape, and the remaining candidates go on.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+from evaluator.errors import NoGpu, validate_shape
+from evaluator.record import EvalRecord, GpuInfo, ModeResult, Resources, Stats, kernel_hash
+from evaluator.worker import Worker, WorkerFailed
+
+PREPARE_TIMEOUT_S = 600.0  # first use measures GPU facts and autotunes cuBLASLt
+
+
+def _check_timeout(M: int, N: int, K: int) -> float:
+    return 30.0 + 2 * M * N * K / 2e11  # float64 references of the largest shapes take seconds
+
+
+class LocalEvaluator:
+    def __init__(self, baselines: bool = True):
+        _require_gpu()
+        self.worker = Worker()
+        self.baselines = baselines
+        self._info: GpuInfo | None = None
+        self._shape: tuple[int, int, int] | None = None
+        self.prepared: dict | None = None
+        self._empty_lib: str | None = None
+
+    def __enter__(self) -> LocalEvaluator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.worker.close()
+
+    # -- Evaluator protocol --------------------------------------------------------------------
+    def gpu_info(self) -> GpuInfo:
+        if self._info is None:
+            self._prepare(64, 64, 64)
+        return self._info
+
+    def evaluate(self, sources, M, N, K, *, stage="full", modes=("offline", "server"), ncu=False, sanitize=False):
+        from evaluator.compile import compile_sources
+
+        validate_shape(M, N, K)
+        modes = tuple(modes) if stage == "full" else ("offline",)
+        compiled = compile_sources(list(sources))
+        records: list[EvalRecord] = []
+        for source, comp in zip(sources, compiled):
+            rec = EvalRecord(kernel_hash=kernel_hash(source), M=M, N=N, K=K, stage=stage)
+            records.append(rec)
+            rec.compiled = comp.ok
+            rec.resources = _resources(comp)
+            if not comp.ok:
+                rec.fail(comp.failure_kind or "compile_error", comp.message or comp.log)
+                continue
+            started = time.perf_counter()
+            self._evaluate_one(rec, comp.lib_path, M, N, K, stage, modes)
+            if rec.ok and (ncu or sanitize):
+                from evaluator import profile
+
+                if ncu:
+                    rec.ncu = profile.ncu_metrics(comp.lib_path, M, N, K)
+                if sanitize:
+                    problem = profile.sanitize(comp.lib_path, M, N, K)
+                    if problem:
+                        rec.fail("sanitizer", problem)
+            rec.eval_seconds = time.perf_counter() - started
+        for rec in records:
+            if self._info:
+                rec.gpu, rec.cc, rec.driver = self._info.name, self._info.cc, self._info.driver
+        return records
+
+    # -- steps ----------------------------------------------------------------------------------
+    def _prepare(self, M: int, N: int, K: int) -> None:
+        if self._shape == (M, N, K) and self.worker.alive:
+            return
+        if self._empty_lib is None:
+            self._empty_lib = _compile_shim("empty.cu")
+        reply = self.worker.request("prepare", PREPARE_TIMEOUT_S, M=M, N=N, K=K, empty_lib=self._empty_lib,
+                                    baselines=self.baselines)
+        self._info = GpuInfo(**reply["gpu"])
+        self.prepared = reply
+        self._shape = (M, N, K)
+
+    def _evaluate_one(self, rec: EvalRecord, lib: str, M: int, N: int, K: int, stage: str, modes) -> None:
+        from evaluator.gpu_facts import floor_us
+
+        cid = rec.kernel_hash
+        try:
+            self._prepare(M, N, K)
+            result = self.worker.request("check", _check_timeout(M, N, K), cid=cid, lib=lib, stage=stage)
+            rec.max_rel_err = result.get("max_rel_err")
+            rec.ref_rel_err = result.get("ref_rel_err")
+            if result["failure"]:
+                rec.fail(*result["failure"])
+                return
+            rec.correct = True
+            times = self.worker.request("time", 120.0 + _check_timeout(M, N, K), cid=cid, modes=list(modes), stage=stage)
+            self.worker.request("forget", 10.0, cid=cid)
+        except WorkerFailed as e:
+            self._shape = None  # the next candidate gets a fresh, re-prepared worker
+            rec.correct = False
+            rec.fail(e.kind, str(e))
+            return
+        facts, l2 = self.prepared["facts"], self._info.l2_bytes
+        for mode, stats in times.items():
+            cand = Stats(**stats.pop("candidate"))
+            floor = floor_us(facts, M, N, K, mode, l2)
+            rec.modes[mode] = ModeResult(mode=mode, candidate=cand, baselines={b: Stats(**s) for b, s in stats.items()},
+                                         floor_us=floor).finish(M, N, K)
+            if cand.median_us < floor:
+                rec.fail("suspicious_speed", f"{mode}: {cand.median_us:.2f} us is below the physical floor {floor:.2f} us")
+
+    def baseline_table(self, M: int, N: int, K: int, modes=("offline", "server")) -> dict:
+        """Baselines and floors alone, for `hgemm bench`."""
+        from evaluator.gpu_facts import floor_us
+
+        validate_shape(M, N, K)
+        self._prepare(M, N, K)
+        times = self.worker.request("time_baselines", 300.0, modes=list(modes))
+        facts, l2 = self.prepared["facts"], self._info.l2_bytes
+        return {
+            "M": M, "N": N, "K": K, "gpu": self._info.name, "driver": self._info.driver, "facts": facts,
+            "missing": self.prepared.get("missing", {}),
+            "modes": {m: {"floor_us": floor_us(facts, M, N, K, m, l2), "baselines": t} for m, t in times.items()},
+        }
+
+
+def _compile_shim(name: str) -> str:
+    from importlib import resources
+
+    from evaluator.compile import compile_source
+
+    src = resources.files("evaluator").joinpath("shims", name).read_text()
+    result = compile_source(src)
+    if not result.ok:
+        raise RuntimeError(f"evaluator shim {name} failed to compile:\n{result.log}")
+    return result.lib_path
+
+
+def _resources(comp) -> Resources | None:
+    res = getattr(comp, "resources", None) or {}
+    if not res:
+        return None
+    for arch in ("sm_90a", "sm_90", "sm_80"):
+        if arch in res:
+            r = res[arch]
+            break
+    else:
+        r = next(iter(res.values()))
+    if getattr(comp, "seconds", None) is not None:
+        r.compile_seconds = comp.seconds
+    return r
+
+
+def _require_gpu() -> None:
+    try:
+        import torch
+    except ImportError as e:
+        raise NoGpu(f"torch is not installed: {e}") from None
+    if not torch.cuda.is_available():
+        raise NoGpu("no CUDA GPU is visible to torch on this machine")
+    if shutil.which("nvcc") is None:
+        from evaluator.errors import NoCompiler
+
+        raise NoCompiler("nvcc is not on PATH (install the CUDA toolkit)")

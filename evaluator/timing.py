@@ -1,0 +1,131 @@
+"""The one timing module: every contender (candidate or baseline) is timed here, the same way.
+
+A contender is a zero-argument callable that enqueues its GPU work on the current stream
+and is capturable in a CUDA graph. Host work (planning, argument marshalling) never
+counts: each contender is captured once, and only graph replays are timed.
+
+- offline: `reps` launches back to back in one graph (warm L2); each sample is one replay
+  timed with events, divided by `reps`; contenders interleaved sample by sample.
+- server: before each sample the L2 is flushed by writing a buffer of at least twice its
+  size, and the host sleeps an exponential random gap with the GPU idle; then one
+  single-launch graph replay is timed with events. At least 30 samples per contender.
+
+Reported: median, p10, p90 (microseconds) over samples.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+
+import torch
+
+from evaluator.record import Stats
+
+Contender = Callable[[], None]
+
+
+def capture(fn: Contender, reps: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
+    """Capture `reps` back-to-back calls of fn into one graph on `stream`, after one eager
+    warm-up call (library handles and workspaces are created outside the capture)."""
+    with torch.cuda.stream(stream):
+        fn()
+    stream.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(reps):
+                fn()
+    return graph
+
+
+def _stats(samples_us: list[float]) -> Stats:
+    t = torch.tensor(samples_us, dtype=torch.float64)
+    q = torch.quantile(t, torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)).tolist()
+    return Stats(median_us=q[1], p10_us=q[0], p90_us=q[2], n=len(samples_us))
+
+
+def reps_for(estimate_us: float, target_us: float = 300.0, max_reps: int = 200) -> int:
+    """Launches per offline graph so one replay lasts about target_us."""
+    return int(max(1, min(max_reps, target_us // max(estimate_us, 0.5))))
+
+
+def estimate_us(fn: Contender, stream: torch.cuda.Stream) -> float:
+    """A rough single-call time (eager, events), used only to size graphs."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(stream):
+        fn()
+        start.record(stream)
+        for _ in range(3):
+            fn()
+        end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end) * 1000.0 / 3
+
+
+def time_offline(
+    contenders: dict[str, Contender], stream: torch.cuda.Stream, samples: int = 15, reps: int | None = None
+) -> dict[str, Stats]:
+    graphs: dict[str, tuple[torch.cuda.CUDAGraph, int]] = {}
+    for name, fn in contenders.items():
+        r = reps or reps_for(estimate_us(fn, stream))
+        graphs[name] = (capture(fn, r, stream), r)
+    events = {n: [] for n in graphs}
+    names = list(graphs)
+    with torch.cuda.stream(stream):
+        for g, _ in graphs.values():  # warm-up replay
+            g.replay()
+        for i in range(samples):
+            order = names[i % len(names) :] + names[: i % len(names)]
+            for name in order:
+                g, _ = graphs[name]
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record(stream)
+                g.replay()
+                e.record(stream)
+                events[name].append((s, e))
+    stream.synchronize()
+    return {n: _stats([s.elapsed_time(e) * 1000.0 / graphs[n][1] for s, e in ev]) for n, ev in events.items()}
+
+
+class Flusher:
+    """Evicts the L2 by writing a buffer of at least twice its size."""
+
+    def __init__(self, l2_bytes: int):
+        self.buf = torch.empty(max(2 * l2_bytes, 64 << 20) // 4, dtype=torch.int32, device="cuda")
+
+    def __call__(self) -> None:
+        self.buf.fill_(random.randrange(1 << 30))
+
+
+def time_server(
+    contenders: dict[str, Contender],
+    stream: torch.cuda.Stream,
+    l2_bytes: int,
+    samples: int = 30,
+    mean_gap_us: float = 200.0,
+    seed: int = 0,
+) -> dict[str, Stats]:
+    rng = random.Random(seed)
+    flush = Flusher(l2_bytes)
+    graphs = {name: capture(fn, 1, stream) for name, fn in contenders.items()}
+    out: dict[str, list[float]] = {n: [] for n in graphs}
+    names = list(graphs)
+    with torch.cuda.stream(stream):
+        for g in graphs.values():
+            g.replay()
+        for _ in range(samples):
+            rng.shuffle(names)
+            for name in names:
+                stream.synchronize()
+                time.sleep(rng.expovariate(1.0 / mean_gap_us) * 1e-6)  # GPU idle, at random intervals
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                flush()  # the flush runs long enough for the host to enqueue what follows
+                s.record(stream)
+                graphs[name].replay()
+                e.record(stream)
+                e.synchronize()
+                out[name].append(s.elapsed_time(e) * 1000.0)
+    del flush
+    return {n: _stats(v) for n, v in out.items()}
