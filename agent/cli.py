@@ -26,7 +26,7 @@ app = typer.Typer(
 def _register() -> None:
     from importlib import import_module
 
-    for module in ("evaluator.cli", "archive.cli", "index.cli", "agent.commands"):
+    for module in ("evaluator.cli", "archive.cli", "index.cli", "agent.commands", "agent.sweep"):
         try:
             mod = import_module(module)
         except ModuleNotFoundError as e:  # a room not built yet

@@ -159,8 +159,7 @@ def _resources(comp) -> Resources | None:
             break
     else:
         r = next(iter(res.values()))
-    if getattr(comp, "seconds", None) is not None:
-        r.compile_seconds = comp.seconds
+    r.compile_seconds = comp.compile_seconds  # the nvcc run that built it, also on a cache hit
     return r
 
 

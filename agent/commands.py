@@ -1,0 +1,336 @@
+"""`hgemm optimize` and `hgemm prompt`: argument parsing and wiring, no search logic.
+
+`optimize` builds the proposers (template families, an LLM, or both), opens the GPU evaluator, the
+archive and the index, runs `agent.loop.optimize`, then prints the best kernel's speedup over every
+baseline in both modes (and writes it with `--out`). `prompt` prints the prompt the LLM proposer
+would send now, from the archive alone (no GPU needed). Settings come from `hgemm.toml`
+(`agent.config`), overridden by options. Heavy modules are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from agent.config import Config, gpu_preset, load_config, preset_for_name
+from evaluator.errors import BadInput, validate_shape
+
+PROPOSERS = ("template", "llm", "llm+template")
+
+
+def open_evaluator() -> Any:
+    """The GPU evaluator (NoGpu when there is none). Orchestration tests replace this function."""
+    from evaluator.local import LocalEvaluator
+
+    return LocalEvaluator()
+
+
+def make_backend(config: Config) -> Any:
+    llm = config.llm
+    if llm.local_model:
+        from agent.llm_local import LocalBackend
+
+        return LocalBackend(
+            llm.local_model,
+            adapter_dir=llm.local_adapter or None,
+            temperature=llm.temperature,
+            max_tokens=llm.max_tokens,
+        )
+    from agent.llm import OpenAIBackend
+
+    return OpenAIBackend(
+        llm.model,
+        base_url=llm.base_url or None,
+        api_key_env=llm.api_key_env,
+        temperature=llm.temperature,
+        max_tokens=llm.max_tokens,
+        timeout_s=llm.timeout_s,
+        retries=llm.retries,
+        backoff_s=llm.backoff_s,
+    )
+
+
+def make_proposers(kind: str, config: Config) -> list[Any]:
+    """The proposers `--proposer kind` names, LLM first (its latency is what the template hides)."""
+    if kind not in PROPOSERS:
+        raise BadInput(f"--proposer must be one of {', '.join(PROPOSERS)}, not {kind!r}")
+    proposers: list[Any] = []
+    if kind.startswith("llm"):
+        from agent.llm import LLMProposer
+
+        llm = config.llm
+        if not llm.local_model and llm.price(llm.model) is None:
+            if config.budget.llm_usd is not None and not llm.base_url:
+                raise BadInput(
+                    f"no price known for model {llm.model!r}: add it under [llm.prices] in hgemm.toml"
+                )
+        backend = make_backend(config)
+        proposers.append(
+            LLMProposer(
+                backend,
+                prices=llm.price,
+                samples=llm.samples,
+                exemplars=llm.exemplars,
+                failures=llm.failures,
+                seed=config.search.seed,
+            )
+        )
+    if kind.endswith("template"):
+        from agent.template import TemplateProposer
+
+        proposers.append(TemplateProposer(seed=config.search.seed))
+    return proposers
+
+
+def _apply_options(config: Config, **options: Any) -> Config:
+    """Command-line options (those given) override the config file."""
+    targets = {
+        "llm_model": ("llm", "model"),
+        "llm_base_url": ("llm", "base_url"),
+        "local_model": ("llm", "local_model"),
+        "local_adapter": ("llm", "local_adapter"),
+        "samples": ("llm", "samples"),
+        "temperature": ("llm", "temperature"),
+        "budget_evals": ("budget", "evals"),
+        "budget_minutes": ("budget", "minutes"),
+        "max_llm_usd": ("budget", "llm_usd"),
+        "max_llm_tokens": ("budget", "llm_tokens"),
+        "batch": ("search", "batch"),
+        "finalists": ("search", "finalists"),
+        "seed": ("search", "seed"),
+    }
+    for option, value in options.items():
+        if value is not None:
+            section, key = targets[option]
+            setattr(getattr(config, section), key, value)
+    return config
+
+
+def summary(result: Any) -> dict[str, Any]:
+    """The run's outcome as JSON-ready data."""
+    rec = result.best_record
+    return {
+        "shape": [result.M, result.N, result.K],
+        "stop_reason": result.stop_reason,
+        "run_id": result.run_id,
+        "seconds": round(result.seconds, 2),
+        "evals": result.evals,
+        "quick": result.quick,
+        "full": result.full,
+        "correct": result.correct,
+        "failed": result.failed,
+        "proposed": result.proposed,
+        "duplicates": result.duplicates,
+        "llm": {
+            "calls": result.llm.calls,
+            "prompt_tokens": result.llm.prompt_tokens,
+            "completion_tokens": result.llm.completion_tokens,
+            "cost_usd": round(result.llm.cost_usd, 6),
+            "outcomes": result.llm.outcomes,
+        },
+        "best": None
+        if rec is None
+        else {
+            "kernel_hash": result.best.hash,
+            "proposer": result.best.proposer,
+            "family": result.best.family,
+            "parents": result.best.parents,
+            "median_us": {m: r.candidate.median_us for m, r in rec.modes.items() if r.candidate},
+            "speedup": {m: r.speedup for m, r in rec.modes.items()},
+            "speedup_best": {m: r.speedup_best for m, r in rec.modes.items()},
+        },
+    }
+
+
+def print_result(result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    llm = result.llm
+    console.print(
+        f"{result.M}x{result.N}x{result.K}: stopped on {result.stop_reason} after {result.evals} evaluations "
+        f"({result.quick} quick, {result.full} full, {result.failed} failed) in {result.seconds:.0f} s"
+    )
+    if llm.calls:
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(llm.outcomes.items()))
+        console.print(
+            f"LLM: {llm.calls} calls, {llm.prompt_tokens} + {llm.completion_tokens} tokens, "
+            f"${llm.cost_usd:.4f} ({outcomes})"
+        )
+    if result.best is None:
+        console.print("No candidate passed the full stage.")
+        return
+    rec = result.best_record
+    console.print(
+        f"Best kernel {result.best.hash} from {result.best.proposer}"
+        + (f" ({result.best.family})" if result.best.family else "")
+    )
+    table = Table("baseline", *[f"{m} us" for m in rec.modes], *[f"{m} speedup" for m in rec.modes])
+    names = sorted({b for r in rec.modes.values() for b in r.baselines})
+    cand = ["kernel"] + [f"{r.candidate.median_us:.2f}" for r in rec.modes.values()] + ["" for _ in rec.modes]
+    table.add_row(*cand)
+    for b in names:
+        times = [f"{r.baselines[b].median_us:.2f}" if b in r.baselines else "" for r in rec.modes.values()]
+        speed = [f"{r.speedup[b]:.3f}x" if b in r.speedup else "" for r in rec.modes.values()]
+        table.add_row(b, *times, *speed)
+    console.print(table)
+
+
+def optimize_command(
+    M: int = typer.Argument(..., help="rows of A and C"),
+    N: int = typer.Argument(..., help="columns of B and C"),
+    K: int = typer.Argument(..., help="columns of A, rows of B"),
+    proposer: str = typer.Option("template", help="template, llm or llm+template"),
+    llm_model: str | None = typer.Option(None, help="model name (default from hgemm.toml)"),
+    llm_base_url: str | None = typer.Option(
+        None, help="an OpenAI-compatible server, e.g. http://localhost:8000/v1"
+    ),
+    local_model: str | None = typer.Option(None, help="a Hugging Face model directory to run locally"),
+    local_adapter: str | None = typer.Option(None, help="a LoRA adapter directory for --local-model"),
+    samples: int | None = typer.Option(None, help="LLM completions per prompt"),
+    temperature: float | None = typer.Option(None, help="LLM sampling temperature"),
+    budget_evals: int | None = typer.Option(None, help="stop after this many evaluations"),
+    budget_minutes: float | None = typer.Option(None, help="stop after this many minutes"),
+    max_llm_usd: float | None = typer.Option(None, help="stop when LLM calls have cost this much"),
+    max_llm_tokens: int | None = typer.Option(None, help="stop when LLM calls have used this many tokens"),
+    batch: int | None = typer.Option(None, help="candidates per quick-stage round"),
+    finalists: int | None = typer.Option(None, help="quick-stage winners per round re-evaluated in full"),
+    seed: int | None = typer.Option(None, help="random seed for proposers"),
+    out: Path | None = typer.Option(None, help="write the best kernel to this .cu file"),
+    json_out: Path | None = typer.Option(None, "--json", help="write a JSON summary of the run to this file"),
+    ncu: bool = typer.Option(False, help="collect Nsight Compute metrics at the full stage"),
+    sanitize: bool = typer.Option(False, help="run compute-sanitizer at the full stage"),
+    config_file: Path | None = typer.Option(None, "--config", help="hgemm.toml to read"),
+    quiet: bool = typer.Option(False, help="no progress display"),
+) -> None:
+    """Search for an HGEMM kernel faster than cuBLAS on M×N×K; every attempt goes to the archive."""
+    validate_shape(M, N, K)
+    config = _apply_options(
+        load_config(config_file),
+        llm_model=llm_model,
+        llm_base_url=llm_base_url,
+        local_model=local_model,
+        local_adapter=local_adapter,
+        samples=samples,
+        temperature=temperature,
+        budget_evals=budget_evals,
+        budget_minutes=budget_minutes,
+        max_llm_usd=max_llm_usd,
+        max_llm_tokens=max_llm_tokens,
+        batch=batch,
+        finalists=finalists,
+        seed=seed,
+    )
+    if out is not None and out.exists() and out.is_dir():
+        raise BadInput(f"--out {out} is a directory")
+    proposers = make_proposers(proposer, config)
+    result = run_optimize(
+        M, N, K, proposers, config, proposer_kind=proposer, ncu=ncu, sanitize=sanitize, progress=not quiet
+    )
+    print_result(result)
+    if out is not None and result.best is not None:
+        out.write_text(result.best.source)
+        typer.echo(f"wrote {out}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(summary(result), indent=1) + "\n")
+
+
+def run_optimize(
+    M: int,
+    N: int,
+    K: int,
+    proposers: list[Any],
+    config: Config,
+    *,
+    proposer_kind: str = "",
+    ncu: bool = False,
+    sanitize: bool = False,
+    progress: bool = True,
+) -> Any:
+    """Open evaluator, archive and index, and run the loop."""
+    from agent.loop import Budget, optimize
+    from archive import Archive
+    from index import Retriever
+
+    b = config.budget
+    budget = Budget(evals=b.evals, minutes=b.minutes, llm_usd=b.llm_usd, llm_tokens=b.llm_tokens)
+    recorded = {
+        "proposer": proposer_kind,
+        "model": config.llm.local_model or config.llm.model if proposer_kind.startswith("llm") else None,
+        "budget": vars(b),
+        "search": vars(config.search),
+    }
+    with open_evaluator() as evaluator, Archive() as archive:
+        retriever = Retriever(archive, gpu_sm_count=evaluator.gpu_info().sm_count)
+        return optimize(
+            M,
+            N,
+            K,
+            proposers=proposers,
+            evaluator=evaluator,
+            archive=archive,
+            retriever=retriever,
+            budget=budget,
+            progress=progress,
+            finalists=config.search.finalists,
+            batch=config.search.batch,
+            patience=config.search.patience,
+            ncu=ncu,
+            sanitize=sanitize,
+            config=recorded,
+        )
+
+
+def prompt_command(
+    M: int = typer.Argument(..., help="rows of A and C"),
+    N: int = typer.Argument(..., help="columns of B and C"),
+    K: int = typer.Argument(..., help="columns of A, rows of B"),
+    gpu: str | None = typer.Option(
+        None, help="GPU preset when the archive has no record: h100-sxm, h100-pcie, h200, a100"
+    ),
+    seed: int = typer.Option(0, help="random seed for the parent and exemplar draw"),
+    exemplars: int | None = typer.Option(None, help="scored variants to show"),
+    system: bool = typer.Option(True, help="print the system prompt too"),
+    config_file: Path | None = typer.Option(None, "--config", help="hgemm.toml to read"),
+) -> None:
+    """Print the prompt the LLM proposer would send now for M×N×K (no GPU needed)."""
+    validate_shape(M, N, K)
+    config = load_config(config_file)
+    from agent.llm_prompt import build_prompt
+    from agent.proposer import ProposalContext
+    from archive import Archive
+    from index import Retriever
+
+    with Archive() as archive:
+        name = _latest_gpu_name(archive, M, N, K)
+        info = gpu_preset(gpu or preset_for_name(name or ""), name if not gpu else None)
+        retriever = Retriever(archive, gpu_sm_count=info.sm_count)
+        ctx = ProposalContext(M, N, K, info, archive=archive, retriever=retriever)
+        prompt = build_prompt(
+            ctx,
+            random.Random(seed),
+            exemplars=exemplars or config.llm.exemplars,
+            failures=config.llm.failures,
+        )
+    if system:
+        typer.echo("=== system ===\n" + prompt.system + "\n=== user ===")
+    typer.echo(prompt.user)
+
+
+def _latest_gpu_name(archive: Any, M: int, N: int, K: int) -> str | None:
+    """The GPU of the newest record on this shape, else of the newest record at all."""
+    rows = archive.attempts(M, N, K, limit=1)
+    if rows:
+        return rows[0]["gpu"]
+    rows = archive.execute("SELECT gpu FROM records ORDER BY id DESC LIMIT 1")
+    return rows[0]["gpu"] if rows else None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("optimize")(optimize_command)
+    app.command("prompt")(prompt_command)

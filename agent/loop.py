@@ -1,0 +1,430 @@
+"""The search loop: the whole pipeline, in one place.
+
+    choose parents → retrieve context → render prompt → propose → evaluate → archive → index → repeat
+
+One round: every proposer that is not busy is asked for candidates (`ProposalContext` carries this
+run's history, the archive and the index; the LLM proposer chooses a rank-weighted parent and scored
+exemplars from them and renders its prompt). A proposer with `prepare`/`generate` (the LLM) prepares in
+this thread and generates in a worker thread, so LLM latency overlaps GPU work; plain proposers (the
+template families) run inline and keep the GPU busy between LLM replies. New candidates (hash not yet
+seen in this run) are evaluated at stage "quick" (offline timing, basic checks; compiles run on CPU
+cores inside the evaluator); the best few correct ones of the round are re-evaluated at stage "full"
+(both modes, complete correctness suite). That is successive halving: cheap evaluations for all,
+expensive ones for the promising.
+
+Invariants:
+- Every record (quick and full, failures included) goes to the archive as soon as it exists, with its
+  candidate's lineage and this run's id; the index syncs after each round's writes. A crash loses at
+  most the round in flight.
+- The final best is the full-stage correct record with the lowest offline median; quick-stage times
+  never decide it.
+- The run stops at the first exhausted budget (evals, minutes, LLM dollars, LLM tokens) or when every
+  proposer has come back with nothing new `patience` rounds in a row ("converged"). The archive's run
+  row gets the status "done", "error" or "interrupted".
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.proposer import Candidate, ProposalContext, Proposer
+from evaluator.api import Evaluator
+from evaluator.errors import validate_shape
+from evaluator.record import MODES, EvalRecord
+
+STOP_REASONS = ("evals", "minutes", "llm_usd", "llm_tokens", "converged")
+
+
+@dataclass
+class Budget:
+    evals: int | None = None  # evaluations (one per source per stage)
+    minutes: float | None = None  # wall-clock
+    llm_usd: float | None = None
+    llm_tokens: int | None = None  # prompt + completion
+
+
+@dataclass
+class LLMUsage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, call: Any) -> None:
+        self.calls += 1
+        self.prompt_tokens += call.prompt_tokens
+        self.completion_tokens += call.completion_tokens
+        self.cost_usd += call.cost_usd
+        self.latency_s += call.latency_s
+        self.outcomes[call.outcome] = self.outcomes.get(call.outcome, 0) + 1
+
+
+@dataclass
+class OptimizeResult:
+    M: int
+    N: int
+    K: int
+    best: Candidate | None  # None when no candidate passed the full stage
+    best_record: EvalRecord | None  # its full-stage record
+    results: list[tuple[Candidate, EvalRecord]]  # every evaluation of this run, in order
+    evals: int
+    quick: int
+    full: int
+    correct: int  # correct quick-stage records
+    failed: int  # records with a failure kind
+    proposed: int  # candidates received from proposers, duplicates included
+    duplicates: int
+    llm: LLMUsage
+    stop_reason: str
+    run_id: int | None
+    seconds: float
+
+
+class _Reporter:
+    """Progress on stderr through rich: a status line, and one line per new best."""
+
+    def __init__(self, enabled: bool, M: int, N: int, K: int):
+        self.enabled = enabled
+        self.shape = f"{M}x{N}x{K}"
+        self._status = None
+        if enabled:
+            from rich.console import Console
+
+            self.console = Console(stderr=True)
+            self._status = self.console.status(f"optimising {self.shape}")
+            self._status.start()
+
+    def update(self, text: str) -> None:
+        if self._status:
+            self._status.update(f"{self.shape}: {text}")
+
+    def line(self, text: str) -> None:
+        if self.enabled:
+            self.console.print(text)
+
+    def stop(self) -> None:
+        if self._status:
+            self._status.stop()
+
+
+class _Run:
+    """State of one `optimize` call; methods are the loop's steps."""
+
+    def __init__(
+        self,
+        M,
+        N,
+        K,
+        proposers,
+        evaluator,
+        archive,
+        retriever,
+        budget,
+        finalists,
+        batch,
+        patience,
+        ncu,
+        sanitize,
+    ):
+        self.M, self.N, self.K = M, N, K
+        self.proposers: list[Proposer] = list(proposers)
+        self.evaluator, self.archive, self.retriever = evaluator, archive, retriever
+        self.budget, self.finalists, self.batch, self.patience = budget, finalists, batch, patience
+        self.ncu, self.sanitize = ncu, sanitize
+        self.gpu = evaluator.gpu_info()
+        self.run_id: int | None = None
+        self.started = time.monotonic()
+        self.results: list[tuple[Candidate, EvalRecord]] = []
+        self.queue: deque[tuple[int, Candidate]] = deque()
+        self.seen: set[str] = set()
+        self.misses = [0] * len(self.proposers)
+        self.retired: set[int] = set()
+        self.inflight: dict[Future, int] = {}
+        self.observations: dict[int, list[tuple[Candidate, EvalRecord]]] = {
+            i: [] for i in range(len(self.proposers))
+        }
+        self.evals = self.quick = self.full = self.correct = self.failed = 0
+        self.proposed = self.duplicates = 0
+        self.best_quick_us: float | None = None
+        self.best: tuple[Candidate, EvalRecord] | None = None
+        self.llm = LLMUsage()
+
+    # ---- budget ----------------------------------------------------------------------------------
+
+    def evals_left(self) -> int | None:
+        return None if self.budget.evals is None else self.budget.evals - self.evals
+
+    def exhausted(self) -> str | None:
+        b = self.budget
+        if b.evals is not None and self.evals >= b.evals:
+            return "evals"
+        if b.minutes is not None and time.monotonic() - self.started >= b.minutes * 60:
+            return "minutes"
+        if b.llm_usd is not None and self.llm.cost_usd >= b.llm_usd:
+            return "llm_usd"
+        if b.llm_tokens is not None and self.llm.tokens >= b.llm_tokens:
+            return "llm_tokens"
+        return None
+
+    def seconds_left(self) -> float | None:
+        if self.budget.minutes is None:
+            return None
+        return max(0.0, self.budget.minutes * 60 - (time.monotonic() - self.started))
+
+    # ---- propose ---------------------------------------------------------------------------------
+
+    def context(self) -> ProposalContext:
+        return ProposalContext(
+            self.M,
+            self.N,
+            self.K,
+            self.gpu,
+            archive=self.archive,
+            retriever=self.retriever,
+            history=list(self.results),
+        )
+
+    def launch(self, pool: ThreadPoolExecutor) -> None:
+        """Ask every idle, active proposer for candidates: split ones in the pool, plain ones inline."""
+        busy = set(self.inflight.values())
+        for i, proposer in enumerate(self.proposers):
+            if i in self.retired or i in busy:
+                continue
+            if self.observations[i]:
+                proposer.observe(self.observations[i])
+                self.observations[i] = []
+            if hasattr(proposer, "prepare") and hasattr(proposer, "generate"):
+                prepared = proposer.prepare(self.context())  # reads archive and index: this thread only
+                self.inflight[pool.submit(proposer.generate, prepared, self.batch)] = i
+            elif len(self.queue) < self.batch:
+                self.accept(i, proposer.propose(self.context(), self.batch))
+
+    def collect(self, block: bool) -> None:
+        """Take finished LLM generations: record their calls, queue their candidates."""
+        if not self.inflight:
+            return
+        timeout = self.seconds_left() if block else 0
+        done, _ = wait(list(self.inflight), timeout=timeout, return_when=FIRST_COMPLETED)
+        for future in done:
+            i = self.inflight.pop(future)
+            generation = future.result()  # an LLMError ends the run here
+            for call in generation.calls:
+                self.record_call(call)
+            self.accept(i, generation.candidates)
+
+    def record_call(self, call: Any) -> None:
+        self.llm.add(call)
+        if self.archive is not None:
+            self.archive.add_llm_call(
+                self.run_id,
+                call.model,
+                call.prompt_tokens,
+                call.completion_tokens,
+                call.cost_usd,
+                call.latency_s,
+                call.outcome,
+                kernel_hash=call.kernel_hash,
+            )
+
+    def accept(self, i: int, candidates: list[Candidate]) -> None:
+        self.proposed += len(candidates)
+        new = []
+        for c in candidates:
+            if c.hash in self.seen:
+                self.duplicates += 1
+                continue
+            self.seen.add(c.hash)
+            new.append(c)
+        if new:
+            self.misses[i] = 0
+            self.queue.extend((i, c) for c in new)
+        else:
+            self.misses[i] += 1
+            if self.misses[i] >= self.patience:
+                self.retired.add(i)
+
+    # ---- evaluate, archive, index ------------------------------------------------------------------
+
+    def evaluate(self, batch: list[tuple[int, Candidate]], stage: str) -> list[tuple[Candidate, EvalRecord]]:
+        sources = [c.source for _, c in batch]
+        if stage == "quick":
+            records = self.evaluator.evaluate(
+                sources, self.M, self.N, self.K, stage="quick", modes=("offline",)
+            )
+        else:
+            records = self.evaluator.evaluate(
+                sources,
+                self.M,
+                self.N,
+                self.K,
+                stage="full",
+                modes=MODES,
+                ncu=self.ncu,
+                sanitize=self.sanitize,
+            )
+        pairs = list(zip([c for _, c in batch], records, strict=True))
+        self.evals += len(pairs)
+        for (i, c), record in zip(batch, records, strict=True):
+            if self.archive is not None:
+                self.archive.record(c, record, run_id=self.run_id)  # archived as it comes
+            self.results.append((c, record))
+            self.observations[i].append((c, record))
+            self.failed += record.failure_kind is not None
+            if stage == "quick":
+                self.quick += 1
+                self.correct += record.ok
+            else:
+                self.full += 1
+        return pairs
+
+    def promote(self, round_results: list[tuple[int, Candidate, EvalRecord]]) -> list[tuple[int, Candidate]]:
+        """The round's best correct quick results worth a full evaluation (successive halving)."""
+        timed = sorted(
+            ((r.median_us("offline"), i, c) for i, c, r in round_results if r.ok and r.median_us("offline")),
+            key=lambda t: (t[0], t[2].hash),
+        )
+        if not timed:
+            return []
+        round_best = timed[0][0]
+        cutoff = round_best if self.best_quick_us is None else min(round_best, self.best_quick_us)
+        self.best_quick_us = cutoff
+        chosen = [(i, c) for us, i, c in timed[: self.finalists] if us <= cutoff * PROMOTE_WITHIN]
+        left = self.evals_left()
+        return chosen if left is None else chosen[: max(0, left)]
+
+    def update_best(self, pairs: list[tuple[Candidate, EvalRecord]], report: _Reporter) -> None:
+        for c, r in pairs:
+            if not r.ok or r.median_us("offline") is None:
+                continue
+            if self.best is None or r.median_us("offline") < self.best[1].median_us("offline"):
+                self.best = (c, r)
+                s = r.speedup_best("offline")
+                report.line(
+                    f"new best {c.hash} ({c.proposer}): offline {r.median_us('offline'):.2f} us"
+                    + (f", {s:.3f}x best cuBLAS" if s else "")
+                )
+
+    def sync_index(self) -> None:
+        if self.retriever is not None:
+            self.retriever.sync()
+
+
+PROMOTE_WITHIN = 1.10  # a quick result slower than 1.1x the best quick time so far is not promoted
+
+
+def optimize(
+    M: int,
+    N: int,
+    K: int,
+    *,
+    proposers: list[Proposer],
+    evaluator: Evaluator,
+    archive: Any = None,
+    retriever: Any = None,
+    budget: Budget,
+    progress: bool = True,
+    finalists: int = 2,
+    command: str = "optimize",
+    batch: int = 8,
+    patience: int = 3,
+    ncu: bool = False,
+    sanitize: bool = False,
+    config: dict[str, Any] | None = None,
+) -> OptimizeResult:
+    """Search for the fastest correct kernel for M×N×K until a budget ends or the proposers run dry."""
+    validate_shape(M, N, K)
+    if not proposers:
+        raise ValueError("optimize needs at least one proposer")
+    run = _Run(
+        M, N, K, proposers, evaluator, archive, retriever, budget, finalists, batch, patience, ncu, sanitize
+    )
+    if archive is not None:
+        run.run_id = archive.start_run(
+            command, {"M": M, "N": N, "K": K, "gpu": run.gpu.name, **(config or {})}
+        )
+    report = _Reporter(progress, M, N, K)
+    pool = ThreadPoolExecutor(max_workers=max(1, len(proposers)), thread_name_prefix="hgemm-propose")
+    status, reason = "error", "error"
+    try:
+        while True:
+            reason = run.exhausted()
+            if reason:
+                break
+            # choose parents, retrieve context, render prompts, propose
+            run.launch(pool)
+            run.collect(block=not run.queue)
+            reason = run.exhausted()
+            if reason:
+                break
+            if not run.queue:
+                if not run.inflight and len(run.retired) == len(run.proposers):
+                    reason = "converged"
+                    break
+                continue
+            # evaluate at the quick stage
+            left = run.evals_left()
+            size = (
+                run.batch
+                if left is None
+                else max(1, min(run.batch, left - (run.finalists if run.best is None else 0)))
+            )
+            batch = [run.queue.popleft() for _ in range(min(size, len(run.queue)))]
+            report.update(f"quick stage: {len(batch)} candidates (evals {run.evals}, best {_best_text(run)})")
+            owners = {c.hash: i for i, c in batch}
+            quick = run.evaluate(batch, "quick")
+            # promote the round's best to the full stage
+            finalists = run.promote([(owners[c.hash], c, r) for c, r in quick])
+            if finalists:
+                report.update(
+                    f"full stage: {len(finalists)} finalists (evals {run.evals}, best {_best_text(run)})"
+                )
+                run.update_best(run.evaluate(finalists, "full"), report)
+            run.sync_index()
+        status = "done"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for future, _ in list(run.inflight.items()):  # calls that finished after the stop still cost
+            if future.done() and not future.cancelled() and future.exception() is None:
+                for call in future.result().calls:
+                    run.record_call(call)
+        report.stop()
+        if archive is not None and run.run_id is not None:
+            archive.end_run(run.run_id, status)
+    return OptimizeResult(
+        M=M,
+        N=N,
+        K=K,
+        best=run.best[0] if run.best else None,
+        best_record=run.best[1] if run.best else None,
+        results=run.results,
+        evals=run.evals,
+        quick=run.quick,
+        full=run.full,
+        correct=run.correct,
+        failed=run.failed,
+        proposed=run.proposed,
+        duplicates=run.duplicates,
+        llm=run.llm,
+        stop_reason=reason,
+        run_id=run.run_id,
+        seconds=time.monotonic() - run.started,
+    )
+
+
+def _best_text(run: _Run) -> str:
+    if run.best is None:
+        return "none yet"
+    return f"{run.best[1].median_us('offline'):.2f} us"

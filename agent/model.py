@@ -1,0 +1,316 @@
+"""Analytic pre-ranking of kernel-family configurations: a rough time in microseconds.
+
+`predict_us(family, params, M, N, K, gpu)` estimates how long one call of a family's kernel
+with `params` takes on `gpu`, from a roofline over three resources plus fixed costs:
+
+- tensor-core compute: the busiest SM's share of CTA tiles (wave quantisation), each tile
+  padded to full BM x BN x BK (tile quantisation waste), at the GPU's per-SM rate times a
+  per-family efficiency (wgmma > mma.sync on Hopper), de-rated for shallow pipelines,
+  low occupancy and small warp tiles;
+- L2 -> SM traffic: every tile streams (BM + BN) x K operands, through the busiest SM's
+  share of the L2 bandwidth;
+- DRAM traffic: the operands once, C once, split-K partials written and read again, and
+  re-reads when the operands overflow L2;
+- fixed costs: per-tile prologue/epilogue latency, and a launch cost per kernel.
+
+Invariants: the model only has to rank configurations of one shape, not predict exact
+times; it is a pure function (no I/O, no randomness); configurations that cannot launch
+(shared memory over the opt-in limit, more than 1024 threads, accumulators that
+must spill) get `math.inf`. Parameter
+names are read case-insensitively with common aliases (BM/BLOCK_M, SPLIT_K/SPLITK, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from evaluator.record import GpuInfo
+
+KERNEL_LAUNCH_US = 2.0  # one kernel in a graph, end to end, with nothing to do
+EXTRA_KERNEL_US = 1.2  # each further kernel (split-K reduction)
+TILE_OVERHEAD_US = 0.6  # pipeline fill + epilogue of one CTA tile, not hidden at occupancy 1
+SMEM_RESERVED_PER_CTA = 1024  # the driver keeps 1 KiB per resident CTA
+MAX_CTAS_PER_SM = 32
+MAX_ACC_REGS = 192  # fp32 accumulators per thread beyond which a kernel spills
+MAX_THREADS_PER_SM = 2048
+REGS_PER_SM = 65536
+
+
+@dataclass(frozen=True)
+class GpuPeaks:
+    """Achievable (not datasheet) rates used by the model."""
+
+    sm_tflops: float  # dense fp16 tensor-core TFLOP/s per SM with the best instruction (wgmma on Hopper)
+    hbm_bps: float  # DRAM bytes/s
+    l2_bps: float  # L2 -> SM bytes/s, whole GPU
+
+
+def gpu_peaks(gpu: GpuInfo) -> GpuPeaks:
+    """Rates for `gpu`, from its name where known, else from its compute capability."""
+    name = gpu.name.upper()
+    major = int(float(gpu.cc)) if gpu.cc else 8
+    if major >= 9:
+        # H100 SXM: ~990 TFLOP/s datasheet, ~750 achieved by the best wgmma kernels, on 132 SMs.
+        sm_tflops = 750.0 / 132
+        hbm = 4.8e12 if "H200" in name else (2.0e12 if "PCIE" in name else 3.35e12)
+        l2 = 11.0e12  # what the best kernels imply; microbenchmarks quote 7-12 TB/s
+    elif major == 8 and gpu.cc in ("8.0", "8.7"):
+        sm_tflops = 280.0 / 108  # A100: 312 datasheet
+        hbm = 2.0e12 if "80GB" in name else 1.55e12
+        l2 = 5.0e12
+    else:  # consumer Ampere/Ada and anything unknown: modest rates
+        sm_tflops = 1.4
+        hbm = 0.9e12
+        l2 = 3.0e12
+    return GpuPeaks(sm_tflops=sm_tflops, hbm_bps=hbm, l2_bps=l2)
+
+
+# Share of the GPU's best tensor-core rate a family's main loop reaches, by name prefix.
+# mma.sync kernels on Hopper top out near 60-70% of what wgmma reaches.
+FAMILY_EFFICIENCY_HOPPER = {"wgmma": 0.92, "mma": 0.64, "splitk": 0.62, "split": 0.62, "small": 0.35}
+FAMILY_EFFICIENCY_AMPERE = {"wgmma": 0.0, "mma": 0.88, "splitk": 0.85, "split": 0.85, "small": 0.45}
+DEFAULT_EFFICIENCY = 0.5
+
+
+def family_efficiency(name: str, gpu: GpuInfo) -> float:
+    table = FAMILY_EFFICIENCY_HOPPER if float(gpu.cc or 8.0) >= 9.0 else FAMILY_EFFICIENCY_AMPERE
+    for prefix in sorted(table, key=len, reverse=True):
+        if name.lower().startswith(prefix):
+            return table[prefix]
+    return DEFAULT_EFFICIENCY
+
+
+_ALIASES = {
+    "bm": ("bm", "block_m", "tile_m", "blk_m"),
+    "bn": ("bn", "block_n", "tile_n", "blk_n"),
+    "bk": ("bk", "block_k", "tile_k", "blk_k"),
+    "warps_m": ("warps_m", "wm"),
+    "warps_n": ("warps_n", "wn"),
+    "warps_k": ("warps_k", "wk"),
+    "raster": ("raster", "group_m", "swizzle"),
+    "cluster_m": ("cluster_m", "cluster"),
+    "threads": ("threads", "num_threads", "block_threads"),
+    "stages": ("stages", "num_stages", "pipeline"),
+    "split_k": ("split_k", "splitk", "splits", "slices"),
+    "consumers": ("consumers", "warpgroups", "consumer_wgs", "wg"),
+}
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def param(params: dict[str, Any], key: str, default: Any = None) -> Any:
+    """A parameter by canonical name, accepting any case and the aliases above."""
+    lowered = {str(k).lower(): v for k, v in params.items()}
+    for alias in _ALIASES.get(key, (key,)):
+        if alias in lowered:
+            return lowered[alias]
+    return default
+
+
+@dataclass(frozen=True)
+class Tile:
+    bm: int
+    bn: int
+    bk: int
+    threads: int
+    stages: int
+    split_k: int
+    warp_m: int  # rows of C one warp (or warpgroup) owns
+    warp_n: int
+    smem_bytes: int
+    regs_per_thread: int
+    acc_regs: int  # fp32 accumulators per accumulating thread
+    wgmma: bool
+    direct: bool  # operands loaded straight from global memory into fragments (no smem reuse)
+    warps_m: int
+    warps_n: int
+    persistent: bool
+    cluster_m: int
+
+
+def tile_of(family_name: str, params: dict[str, Any], family: Any = None) -> Tile:
+    """The launch geometry a configuration implies (estimates where the family does not say)."""
+    lname = family_name.lower()
+    wgmma = lname.startswith("wgmma")
+    direct = lname.startswith("small")
+    bm = int(param(params, "bm", 128 if wgmma else 64))
+    bn = int(param(params, "bn", 256 if wgmma else 64))
+    stages = int(param(params, "stages", 2))
+    split_k = max(1, int(param(params, "split_k", 1)))
+    wm, wn = param(params, "warps_m"), param(params, "warps_n")
+    warps_k = int(param(params, "warps_k", 1))
+    persistent = bool(param(params, "persistent", 0))
+    cluster_m = int(param(params, "cluster_m", 1))
+    smem = None
+    if wgmma:
+        bk = int(param(params, "bk", 64))
+        consumers = int(param(params, "consumers", max(1, bm // 64)))
+        threads = int(param(params, "threads", 128 * (consumers + 1)))
+        wm, wn = consumers, 1
+        warp_m, warp_n = max(1, bm // consumers), bn
+        acc_threads = 128 * consumers
+        epilogue = bm * bn * 2 if int(param(params, "epilogue", 0)) else 0
+        smem = stages * (bm * bk + bk * bn) * 2 + epilogue + 1024
+    else:
+        if wm is None or wn is None:
+            threads = int(param(params, "threads", 128))
+            wm, wn = _split_warps(threads // 32, bm, bn)
+        wm, wn = int(wm), int(wn)
+        threads = 32 * wm * wn * warps_k
+        warp_m, warp_n = max(1, bm // wm), max(1, bn // wn)
+        acc_threads = threads // warps_k
+        if direct:  # each warp walks its own 32-wide K chunks; warps along K are summed in smem
+            bk = 32 * warps_k
+            stages = max(stages, 2)
+            smem = (warps_k - 1) * bm * bn * 4
+        else:
+            bk = int(param(params, "bk", 32))
+    if family is not None and callable(getattr(family, "smem_bytes", None)):
+        try:
+            smem = int(family.smem_bytes(params))
+        except Exception:  # a family's own estimate is optional; fall back to the generic one
+            pass
+    if smem is None:
+        smem = stages * (bm * bk + bk * bn) * 2
+        if split_k == 1:  # the C tile is staged through the same shared memory
+            smem = max(smem, bm * (bn + 8) * 2)
+    acc_regs = bm * bn // max(1, acc_threads)  # fp32 accumulators per thread
+    regs = min(255, acc_regs + (24 if wgmma else 40 + acc_regs // 4))
+    return Tile(
+        bm,
+        bn,
+        bk,
+        threads,
+        stages,
+        split_k,
+        warp_m,
+        warp_n,
+        smem,
+        regs,
+        acc_regs,
+        wgmma,
+        direct,
+        wm,
+        wn,
+        persistent,
+        cluster_m,
+    )
+
+
+def _split_warps(warps: int, bm: int, bn: int) -> tuple[int, int]:
+    wm = 1
+    while wm * 2 <= warps and bm // (wm * 2) >= bn // (warps // (wm * 2)):
+        wm *= 2
+    return wm, max(1, warps // wm)
+
+
+def ctas_per_sm(tile: Tile, gpu: GpuInfo) -> int:
+    """Resident CTAs per SM from shared memory, threads and registers (0: cannot launch)."""
+    if tile.threads > 1024 or tile.threads <= 0 or tile.smem_bytes > gpu.smem_per_block_optin:
+        return 0
+    if tile.acc_regs > MAX_ACC_REGS:
+        return 0
+    smem_sm = gpu.smem_per_block_optin + SMEM_RESERVED_PER_CTA
+    by_smem = smem_sm // (tile.smem_bytes + SMEM_RESERVED_PER_CTA)
+    by_threads = MAX_THREADS_PER_SM // tile.threads
+    regs = -(-tile.regs_per_thread // 8) * 8
+    by_regs = REGS_PER_SM // (regs * tile.threads)
+    return int(max(0, min(by_smem, by_threads, by_regs, MAX_CTAS_PER_SM)))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    us: float
+    tiles: int
+    ctas_per_sm: int
+    waves: float  # tiles / (SMs x resident CTAs)
+    busiest_sm_tiles: int
+    padded_fraction: float  # useful / padded work
+    compute_us: float
+    l2_us: float
+    dram_us: float
+    fixed_us: float
+
+
+def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: GpuInfo) -> Prediction:
+    """The model's estimate with its parts, for explanation and tests."""
+    name = family if isinstance(family, str) else family.name
+    fam = None if isinstance(family, str) else family
+    peaks = gpu_peaks(gpu)
+    eff = family_efficiency(name, gpu)
+    tile = tile_of(name, params, fam)
+    occ = ctas_per_sm(tile, gpu)
+    sms = max(1, gpu.sm_count)
+    if occ == 0 or eff <= 0:
+        return Prediction(math.inf, 0, occ, math.inf, 0, 0.0, math.inf, math.inf, math.inf, math.inf)
+
+    tm, tn = -(-M // tile.bm), -(-N // tile.bn)
+    split = min(tile.split_k, -(-K // tile.bk))  # slices beyond the K extent do nothing
+    k_iters = cdiv(cdiv(K, split), tile.bk)
+    tiles = tm * tn * split
+    busiest = -(-tiles // sms)
+    padded = tm * tile.bm * tn * tile.bn * split * k_iters * tile.bk
+    useful_fraction = M * N * K / padded
+
+    # Main-loop rate of one SM: family efficiency, de-rated for shallow pipelines,
+    # little latency hiding and small per-warp tiles (operand reuse in registers).
+    stage_factor = {1: 0.5, 2: 0.78, 3: 0.93}.get(tile.stages, 1.0)
+    if k_iters < tile.stages:  # a pipeline deeper than the loop only fills
+        stage_factor *= 0.9
+    warps_resident = min(occ, busiest) * tile.threads // 32  # what actually shares the busiest SM
+    occ_factor = 1.0 if tile.wgmma else min(1.0, 0.4 + 0.1 * warps_resident)
+    reuse = tile.warp_m * tile.warp_n / (tile.warp_m + tile.warp_n)
+    reuse_factor = min(1.0, (reuse / 32.0) ** 0.5)
+    sm_rate = peaks.sm_tflops * 1e12 * eff * stage_factor * occ_factor * reuse_factor
+
+    tile_flops = 2.0 * tile.bm * tile.bn * k_iters * tile.bk
+    compute_us = busiest * tile_flops / sm_rate * 1e6
+    rounds = -(-busiest // occ)  # CTA generations on the busiest SM
+    if tile.persistent:  # the next tile's loads overlap this tile's epilogue
+        fixed_us = TILE_OVERHEAD_US * (1 + 0.25 * (busiest - 1))
+    else:
+        fixed_us = rounds * TILE_OVERHEAD_US
+
+    if tile.direct:  # every warp loads its own rows of A and columns of B
+        per_k = tile.warps_n * tile.bm + tile.warps_m * tile.bn
+    else:
+        per_k = tile.bm + tile.bn / max(1, tile.cluster_m)  # a cluster multicasts the B tile
+    tile_bytes = per_k * k_iters * tile.bk * 2.0
+    l2_bytes = tiles * tile_bytes
+    l2_us = busiest * tile_bytes / (peaks.l2_bps / sms) * 1e6  # each SM gets its share of L2 bandwidth
+
+    operands = (M * K + K * N) * 2.0
+    dram = operands + M * N * 2.0
+    if operands > gpu.l2_bytes * 0.5:  # operands overflow L2: part of the tile traffic misses
+        miss = 0.05 if param(params, "raster", 0) else 0.12
+        dram += max(0.0, l2_bytes - operands) * miss
+    kernels = 1
+    if split > 1:
+        dram += split * M * N * 4.0 * 2  # fp32 partials written, then read by the reduction
+        kernels = 2
+    dram_us = dram / peaks.hbm_bps * 1e6
+
+    p = 3.0
+    body = ((compute_us + fixed_us) ** p + l2_us**p + dram_us**p) ** (1.0 / p)
+    us = body + KERNEL_LAUNCH_US + (kernels - 1) * EXTRA_KERNEL_US
+    return Prediction(
+        us=us,
+        tiles=tiles,
+        ctas_per_sm=occ,
+        waves=tiles / (sms * occ),
+        busiest_sm_tiles=busiest,
+        padded_fraction=useful_fraction,
+        compute_us=compute_us,
+        l2_us=l2_us,
+        dram_us=dram_us,
+        fixed_us=fixed_us,
+    )
+
+
+def predict_us(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: GpuInfo) -> float:
+    """Estimated microseconds for one call; `family` is a Family or a family name. Lower ranks first."""
+    return predict(family, params, M, N, K, gpu).us

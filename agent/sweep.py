@@ -1,0 +1,397 @@
+"""Bulk sweeps: optimise every shape of a grid with the template proposer, then report.
+
+`run_sweep(shapes, ...)` runs `agent.loop.optimize` once per shape (resuming from the archive:
+with `resume`, a shape that already has a ranked kernel on this GPU is not searched again) and
+returns one row per shape; `write_report(rows, out_dir, name)` writes `<name>.json`, `<name>.md`
+and `<name>.png` (speedup over the best baseline against FLOPs, log x). `register(app)` adds
+`hgemm sweep`.
+
+A row holds the shape, the best full-stage kernel (hash, family, proposer), its median time
+and every baseline's in both modes, speedups per baseline and over the best baseline, the
+evaluations and GPU-seconds (sum of records' `eval_seconds`) spent on the shape, and a
+status: "optimized", "resumed" or "no_kernel". Invariants: rows come only from full-stage,
+correct records (the archive's ranked rows or the loop's final best); a shape with none has
+null times and counts against the sweep in the summary's `no_kernel`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from evaluator.record import BASELINES, MODES, EvalRecord
+
+DEFAULT_GRID = Path("bench") / "grid100.txt"
+DEFAULT_OUT = Path("bench") / "results"
+
+
+# ----- rows ------------------------------------------------------------------------------------------
+
+
+def row_from_record(
+    M: int,
+    N: int,
+    K: int,
+    record: EvalRecord | None,
+    *,
+    kernel: str | None = None,
+    family: str | None = None,
+    proposer: str | None = None,
+    gpu: str = "",
+    evals: int = 0,
+    gpu_seconds: float = 0.0,
+    status: str = "optimized",
+) -> dict[str, Any]:
+    """One report row from the best full-stage record of a shape (None: no correct kernel)."""
+    row: dict[str, Any] = {
+        "M": M,
+        "N": N,
+        "K": K,
+        "flops": 2 * M * N * K,
+        "gpu": gpu or (record.gpu if record else ""),
+        "kernel": kernel or (record.kernel_hash if record else None),
+        "family": family,
+        "proposer": proposer,
+        "status": status if record is not None and record.ok else "no_kernel",
+        "evals": evals,
+        "gpu_seconds": round(gpu_seconds, 3),
+    }
+    for mode in MODES:
+        m = record.modes.get(mode) if record is not None and record.ok else None
+        cand = m.candidate.median_us if m and m.candidate else None
+        row[f"{mode}_us"] = cand
+        row[f"{mode}_tflops"] = m.tflops if m else None
+        row[f"{mode}_best_baseline"] = m.best_baseline if m else None
+        row[f"{mode}_speedup_best"] = m.speedup_best if m else None
+        row[f"{mode}_baselines_us"] = {b: s.median_us for b, s in m.baselines.items()} if m else {}
+        row[f"{mode}_speedup"] = dict(m.speedup) if m else {}
+    return row
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Geomean speedup over the best baseline per mode, the worst shape, the share below 1.0, GPU time."""
+    out: dict[str, Any] = {
+        "shapes": len(rows),
+        "no_kernel": sum(r["status"] == "no_kernel" for r in rows),
+        "gpu_seconds": round(sum(r["gpu_seconds"] or 0 for r in rows), 3),
+        "gpu_seconds_per_shape": round(sum(r["gpu_seconds"] or 0 for r in rows) / len(rows), 3)
+        if rows
+        else None,
+        "evals": sum(r["evals"] or 0 for r in rows),
+    }
+    rhos = sorted(r["model_spearman"] for r in rows if r.get("model_spearman") is not None)
+    out["model_spearman_median"] = rhos[len(rhos) // 2] if rhos else None
+    for mode in MODES:
+        key = f"{mode}_speedup_best"
+        timed = [r for r in rows if r.get(key)]
+        worst = min(timed, key=lambda r: r[key]) if timed else None
+        out[mode] = {
+            "geomean_speedup_best": geomean([r[key] for r in timed]),
+            # a shape with no kernel counts as below 1.0: the library wins there
+            "share_below_1": (sum(r[key] < 1.0 for r in timed) + out["no_kernel"]) / len(rows)
+            if rows
+            else None,
+            "worst": {"M": worst["M"], "N": worst["N"], "K": worst["K"], "speedup_best": worst[key]}
+            if worst
+            else None,
+            "geomean_speedup": {b: geomean([r[f"{mode}_speedup"].get(b) for r in timed]) for b in BASELINES},
+        }
+    return out
+
+
+# ----- report ----------------------------------------------------------------------------------------
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def render_markdown(rows: list[dict[str, Any]], summary: dict[str, Any], name: str) -> str:
+    lines = [f"# Sweep {name}", ""]
+    gpus = sorted({r["gpu"] for r in rows if r["gpu"]})
+    lines += [
+        f"GPU: {', '.join(gpus) or 'unknown'}. Shapes: {summary['shapes']}, evaluations: {summary['evals']}, "
+        f"GPU time: {summary['gpu_seconds']:.1f} s ({_fmt(summary['gpu_seconds_per_shape'], '.1f')} s per shape).",
+        "",
+    ]
+    lines += [
+        "| mode | geomean speedup vs best baseline | share below 1.0 | worst shape |",
+        "|---|---|---|---|",
+    ]
+    for mode in MODES:
+        s = summary[mode]
+        w = s["worst"]
+        worst = f"{w['M']}×{w['N']}×{w['K']} ({w['speedup_best']:.3f}×)" if w else "—"
+        share = "—" if s["share_below_1"] is None else f"{100 * s['share_below_1']:.0f}%"
+        lines.append(f"| {mode} | {_fmt(s['geomean_speedup_best'])}× | {share} | {worst} |")
+    if summary["no_kernel"]:
+        lines += ["", f"{summary['no_kernel']} shape(s) ended without a correct full-stage kernel."]
+    if summary.get("model_spearman_median") is not None:
+        lines += [
+            "",
+            f"Analytic model vs measured quick times (Spearman, median over shapes): "
+            f"{summary['model_spearman_median']:.2f}.",
+        ]
+    lines += [
+        "",
+        "| M | N | K | kernel | family | offline µs | best baseline | speedup | server µs | speedup | GPU s |",
+        "|---:|---:|---:|---|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in sorted(rows, key=lambda r: (r["flops"], r["M"], r["N"], r["K"])):
+        lines.append(
+            f"| {r['M']} | {r['N']} | {r['K']} | {r['kernel'] or '—'} | {r['family'] or '—'} | "
+            f"{_fmt(r['offline_us'], '.2f')} | {r['offline_best_baseline'] or '—'} | {_fmt(r['offline_speedup_best'])} | "
+            f"{_fmt(r['server_us'], '.2f')} | {_fmt(r['server_speedup_best'])} | {r['gpu_seconds']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
+    """Speedup over the best baseline against FLOPs (log x), one series per mode, line at 1.0."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    for mode, marker in zip(MODES, ("o", "s"), strict=False):
+        pts = [(r["flops"], r[f"{mode}_speedup_best"]) for r in rows if r.get(f"{mode}_speedup_best")]
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            ax.scatter(xs, ys, s=18, marker=marker, alpha=0.75, label=mode)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xscale("log")
+    ax.set_xlabel("FLOPs (2·M·N·K)")
+    ax.set_ylabel("speedup vs best baseline")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_report(rows: list[dict[str, Any]], out_dir: Path | str, name: str) -> dict[str, Path]:
+    """Write `<name>.json` (rows + summary), `<name>.md` and `<name>.png` under out_dir; return the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarize(rows)
+    paths = {"json": out / f"{name}.json", "md": out / f"{name}.md", "png": out / f"{name}.png"}
+    paths["json"].write_text(json.dumps({"name": name, "summary": summary, "rows": rows}, indent=1) + "\n")
+    paths["md"].write_text(render_markdown(rows, summary, name))
+    plot(rows, paths["png"], f"hgemm sweep {name}")
+    return paths
+
+
+# ----- running ---------------------------------------------------------------------------------------
+
+
+def archived_row(archive: Any, M: int, N: int, K: int, gpu: str) -> dict[str, Any] | None:
+    """A row from the archive's best ranked kernel for the shape on this GPU, or None."""
+    best = archive.best(M, N, K, gpu=gpu, mode="offline")
+    if best is None:
+        return None
+    record = archive.eval_record(best["record_id"])
+    spent = archive.execute(
+        "SELECT count(*) AS n, coalesce(sum(json_extract(record, '$.eval_seconds')), 0) AS s "
+        "FROM records WHERE M = ? AND N = ? AND K = ? AND gpu = ?",
+        (M, N, K, gpu),
+    )[0]
+    return row_from_record(
+        M,
+        N,
+        K,
+        record,
+        kernel=best["kernel"],
+        family=best.get("family"),
+        proposer=best.get("proposer"),
+        gpu=gpu,
+        evals=spent["n"],
+        gpu_seconds=spent["s"],
+        status="resumed",
+    )
+
+
+def run_sweep(
+    shapes: list[tuple[int, int, int]],
+    *,
+    evaluator: Any,
+    archive: Any,
+    retriever: Any = None,
+    budget_evals: int | None = 64,
+    budget_minutes: float | None = None,
+    resume: bool = True,
+    seed: int = 0,
+    progress: bool = True,
+    proposer_factory: Any = None,
+) -> list[dict[str, Any]]:
+    """Optimise each shape (budgets are per shape); rows in the order of `shapes`."""
+    from agent.loop import Budget, optimize
+    from agent.template import TemplateProposer
+
+    make = proposer_factory or (lambda: [TemplateProposer(seed=seed)])
+    gpu = evaluator.gpu_info().name
+    rows: list[dict[str, Any]] = []
+    bar = _progress(progress)
+    with bar:
+        task = bar.add_task("sweep", total=len(shapes))
+        for M, N, K in shapes:
+            bar.update(task, description=f"{M}×{N}×{K}")
+            row = archived_row(archive, M, N, K, gpu) if resume and archive is not None else None
+            if row is None:
+                started = time.monotonic()
+                result = optimize(
+                    M,
+                    N,
+                    K,
+                    proposers=make(),
+                    evaluator=evaluator,
+                    archive=archive,
+                    retriever=retriever,
+                    budget=Budget(evals=budget_evals, minutes=budget_minutes),
+                    progress=False,
+                    command="sweep",
+                )
+                spent = sum(r.eval_seconds or 0.0 for _, r in result.results)
+                best = result.best
+                row = row_from_record(
+                    M,
+                    N,
+                    K,
+                    result.best_record,
+                    kernel=best.hash if best else None,
+                    family=best.family if best else None,
+                    proposer=best.proposer if best else None,
+                    gpu=gpu,
+                    evals=result.evals,
+                    gpu_seconds=spent,
+                )
+                row["wall_seconds"] = round(time.monotonic() - started, 2)
+                row["model_spearman"] = model_rank_correlation(result.results, M, N, K, evaluator.gpu_info())
+                row["stop_reason"] = result.stop_reason
+            rows.append(row)
+            bar.advance(task)
+    return rows
+
+
+def model_rank_correlation(
+    results: list[tuple[Any, EvalRecord]], M: int, N: int, K: int, gpu: Any
+) -> float | None:
+    """Spearman correlation between the analytic model and measured quick-stage offline times of the
+    template candidates of one shape (None with fewer than 4): how far the pre-ranking can be trusted."""
+    from agent.model import predict_us
+    from evaluator.kernels import FAMILIES
+
+    pairs = []
+    for cand, rec in results:
+        t = rec.median_us("offline") if rec.ok and rec.stage == "quick" else None
+        if t is not None and cand.family in FAMILIES and cand.params is not None:
+            pairs.append((predict_us(FAMILIES[cand.family], cand.params, M, N, K, gpu), t))
+    if len(pairs) < 4:
+        return None
+
+    def ranks(xs: list[float]) -> list[float]:
+        order = sorted(range(len(xs)), key=lambda i: xs[i])
+        out = [0.0] * len(xs)
+        i = 0
+        while i < len(order):  # ties share their mean rank
+            j = i
+            while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                out[order[k]] = (i + j) / 2
+            i = j + 1
+        return out
+
+    a, b = ranks([p for p, _ in pairs]), ranks([t for _, t in pairs])
+    mean = (len(pairs) - 1) / 2
+    cov = sum((x - mean) * (y - mean) for x, y in zip(a, b, strict=True))
+    var = math.sqrt(sum((x - mean) ** 2 for x in a) * sum((y - mean) ** 2 for y in b))
+    return round(cov / var, 3) if var else None
+
+
+def _progress(enabled: bool) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not enabled,
+    )
+
+
+def sweep_command(
+    grid: Path = typer.Option(DEFAULT_GRID, "--grid", help="shapes file: one 'M N K' per line, # comments"),
+    budget_evals: int = typer.Option(64, "--budget-evals", help="evaluations per shape"),
+    budget_minutes: float = typer.Option(None, "--budget-minutes", help="wall-clock minutes per shape"),
+    resume: bool = typer.Option(
+        True, "--resume/--no-resume", help="skip shapes already optimized on this GPU"
+    ),
+    out: Path = typer.Option(DEFAULT_OUT, "--out", help="directory for <name>.json, .md and .png"),
+    name: str = typer.Option(None, "--name", help="report name (default: the grid file's stem)"),
+    seed: int = typer.Option(0, "--seed", help="template proposer seed"),
+) -> None:
+    """Optimise every shape of a grid with the template proposer and write a report."""
+    from agent.commands import open_evaluator
+    from archive import Archive
+    from evaluator.errors import BadInput, validate_shape
+    from index import Retriever
+
+    if not grid.exists():
+        raise BadInput(f"grid file {grid} does not exist")
+    shapes = read_grid(grid)
+    if not shapes:
+        raise BadInput(f"grid file {grid} holds no shapes")
+    for s in shapes:
+        validate_shape(*s)
+    with open_evaluator() as evaluator, Archive() as archive:
+        retriever = Retriever(archive, gpu_sm_count=evaluator.gpu_info().sm_count)
+        rows = run_sweep(
+            shapes,
+            evaluator=evaluator,
+            archive=archive,
+            retriever=retriever,
+            budget_evals=budget_evals,
+            budget_minutes=budget_minutes,
+            resume=resume,
+            seed=seed,
+        )
+    paths = write_report(rows, out, name or grid.stem)
+    summary = summarize(rows)
+    for mode in MODES:
+        typer.echo(f"{mode}: geomean speedup vs best baseline {_fmt(summary[mode]['geomean_speedup_best'])}x")
+    typer.echo("wrote " + ", ".join(str(p) for p in paths.values()))
+
+
+def read_grid(path: Path | str) -> list[tuple[int, int, int]]:
+    """Shapes from a grid file: one `M N K` per line; `#` comments and blank lines ignored."""
+    from evaluator.errors import BadInput
+
+    shapes = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        parts = text.split()
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise BadInput(f"{path}:{n}: expected 'M N K', got {line.strip()!r}")
+        shapes.append((int(parts[0]), int(parts[1]), int(parts[2])))
+    return shapes
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep_command)

@@ -1,0 +1,403 @@
+"""The template proposer: search over our own kernel families' parameters, no LLM.
+
+`TemplateProposer` (name "template") implements `agent.proposer.Proposer`. For a shape it
+seeds from the best parameters of the nearest archived shapes (the retriever's
+`similar_shapes`) and each family's `default_params`; grows a pool by neighbour moves (one
+parameter to an adjacent allowed value) and crossover of the best measured configurations
+(from `observe`, the run's history and the archive's records of this shape), plus seeded
+random samples; keeps only configurations the family's `check` accepts for the shape and
+GPU; and ranks the pool with the analytic model (`agent.model.predict_us`) scaled by the
+measured/predicted ratio of the configuration an option grew from (else its family's mean
+ratio), so the model ranks locally and measurements anchor it. The first batch holds the
+nearest shapes' winners and every family's best-ranked option. A share of each batch (`explore`) is drawn at random
+from the rest of the pool so the model's blind spots still get measured.
+
+Invariants: deterministic for a given seed and sequence of calls; never proposes the same
+(family, params) twice in one run, nor a kernel the archive already holds for this shape
+and GPU; every candidate is `Candidate(source=family.render(params), proposer="template",
+family, params, parents=[hashes of the configurations it came from])`. `exhausted` turns
+True when no new valid configuration is left, or when the best measured time has not
+improved for `patience` observed batches and the model expects nothing better in the pool.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.model import predict_us
+from agent.proposer import Candidate, ProposalContext
+from evaluator.record import EvalRecord, GpuInfo
+
+Key = tuple[str, tuple[tuple[str, Any], ...]]
+
+
+def config_key(family: str, params: dict[str, Any]) -> Key:
+    return family, tuple(sorted(params.items()))
+
+
+@dataclass
+class _Option:
+    family: str
+    params: dict[str, Any]
+    parents: list[str] = field(default_factory=list)
+    origin: str = ""  # "default", "retrieved", "neighbour", "crossover", "random"
+    score: float = math.inf
+
+
+def _load_families(families: Any) -> dict[str, Any]:
+    if families is None:
+        from evaluator import kernels
+
+        families = kernels.all_families() if hasattr(kernels, "all_families") else kernels.FAMILIES
+    if isinstance(families, dict):
+        return dict(families)
+    return {f.name: f for f in families}
+
+
+def _record_time(rec: EvalRecord) -> float | None:
+    if not rec.ok:
+        return None
+    t = rec.median_us("offline")
+    return t if t is not None else rec.median_us("server")
+
+
+def _in_space(space: dict[str, tuple], params: dict[str, Any]) -> bool:
+    return set(space) == set(params) and all(params[k] in space[k] for k in space)
+
+
+def _hash_of(row: dict[str, Any]) -> str | None:
+    return row.get("kernel_hash") or row.get("hash") or row.get("kernel")
+
+
+def archive_attempts(archive: Any, M: int, N: int, K: int, gpu: GpuInfo) -> list[dict[str, Any]]:
+    """The archive's records of this shape on this GPU (`Archive.attempts`), as dicts with at least
+    kernel, family, params, correct, failure_kind and offline_us; empty without an archive."""
+    if archive is None:
+        return []
+    return list(archive.attempts(M, N, K, gpu=gpu.name))
+
+
+class TemplateProposer:
+    """Parameter search over kernel families, ranked by the analytic model."""
+
+    name = "template"
+
+    def __init__(
+        self,
+        families: Any = None,
+        *,
+        seed: int = 0,
+        explore: float = 0.25,
+        patience: int = 3,
+        elites: int = 4,
+        random_samples: int = 48,
+        retrieve_k: int = 5,
+        model: Callable[..., float] = predict_us,
+    ) -> None:
+        self._families_arg = families
+        self._families: dict[str, Any] | None = None
+        self.seed = seed
+        self.explore = explore
+        self.patience = patience
+        self.elites = elites
+        self.random_samples = random_samples
+        self.retrieve_k = retrieve_k
+        self.model = model
+        self._shape: tuple[int, int, int, str] | None = None
+        self.reset()
+
+    # -- state -----------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget everything about the current shape (a new run starts fresh)."""
+        self.rng = random.Random(self.seed)
+        self.exhausted = False
+        self.proposed: set[Key] = set()
+        self.proposed_hashes: set[str] = set()
+        self.measured: dict[Key, float] = {}  # ok configurations -> best time (us)
+        self.failed: set[Key] = set()
+        self.key_hash: dict[Key, str] = {}
+        self.hash_key: dict[str, Key] = {}
+        self.predicted: dict[Key, float] = {}  # raw model time, for calibration
+        self.family_fails: dict[str, int] = {}
+        self.seeds: list[_Option] = []
+        self.skip_hashes: set[str] = set()
+        self._seen_results: set[tuple[str, str]] = set()  # (hash, created) already ingested
+        self.best_us = math.inf
+        self.stale = 0
+
+    @property
+    def families(self) -> dict[str, Any]:
+        if self._families is None:
+            self._families = _load_families(self._families_arg)
+        return self._families
+
+    def _start(self, ctx: ProposalContext) -> None:
+        shape = (ctx.M, ctx.N, ctx.K, ctx.gpu.name)
+        if shape == self._shape:
+            return
+        self._shape = shape
+        self.reset()
+        for row in archive_attempts(ctx.archive, ctx.M, ctx.N, ctx.K, ctx.gpu):
+            h = _hash_of(row)
+            if h:
+                self.skip_hashes.add(h)
+            self._ingest_row(row)
+        self.seeds = self._seed_options(ctx)
+
+    def _seed_options(self, ctx: ProposalContext) -> list[_Option]:
+        seeds: list[_Option] = []
+        if ctx.retriever is not None:
+            try:
+                hits = ctx.retriever.similar_shapes(ctx.M, ctx.N, ctx.K, gpu=ctx.gpu.name, k=self.retrieve_k)
+            except TypeError:
+                hits = ctx.retriever.similar_shapes(ctx.M, ctx.N, ctx.K, k=self.retrieve_k)
+            for hit in hits or []:
+                fam, params = hit.get("family"), hit.get("params")
+                if fam in self.families and isinstance(params, dict):
+                    parent = _hash_of(hit)
+                    seeds.append(_Option(fam, dict(params), [parent] if parent else [], "retrieved"))
+        for name, fam in sorted(self.families.items()):
+            try:
+                params = fam.default_params(ctx.M, ctx.N, ctx.K, ctx.gpu)
+            except TypeError:  # a family whose default ignores the GPU
+                params = fam.default_params(ctx.M, ctx.N, ctx.K)
+            if params:
+                seeds.append(_Option(name, dict(params), [], "default"))
+        return seeds
+
+    def _ingest_row(self, row: dict[str, Any]) -> None:
+        """An archived attempt of this shape: its configuration counts as tried, its time as measured."""
+        fam, params = row.get("family"), row.get("params")
+        if fam not in self.families or not isinstance(params, dict):
+            return
+        key = config_key(fam, params)
+        h = _hash_of(row)
+        if h:
+            self.key_hash[key], self.hash_key[h] = h, key
+        self.proposed.add(key)
+        t = row.get("offline_us")
+        if row.get("failure_kind") not in (None, "unsupported_shape"):
+            self.failed.add(key)
+        elif t is not None and row.get("correct"):
+            self._measure(key, float(t))
+            self.best_us = min(self.best_us, float(t))
+
+    def _measure(self, key: Key, t: float) -> None:
+        self.measured[key] = min(t, self.measured.get(key, math.inf))
+
+    # -- feedback --------------------------------------------------------------------------
+
+    def observe(self, results: list[tuple[Candidate, EvalRecord]]) -> None:
+        improved = False
+        seen_any = False
+        for cand, rec in results:
+            tag = (cand.hash, rec.created + rec.stage)
+            if tag in self._seen_results or cand.family not in self.families or cand.params is None:
+                continue
+            self._seen_results.add(tag)
+            seen_any = True
+            key = config_key(cand.family, cand.params)
+            self.key_hash[key], self.hash_key[cand.hash] = cand.hash, key
+            self.proposed.add(key)
+            t = _record_time(rec)
+            if t is None:
+                if rec.failure_kind != "unsupported_shape":
+                    self.failed.add(key)
+                    self.family_fails[cand.family] = self.family_fails.get(cand.family, 0) + 1
+                continue
+            self._measure(key, t)
+            if t < self.best_us * 0.995:
+                self.best_us, improved = t, True
+        if seen_any:
+            self.stale = 0 if improved else self.stale + 1
+
+    # -- proposal --------------------------------------------------------------------------
+
+    def propose(self, ctx: ProposalContext, n: int) -> list[Candidate]:
+        self._start(ctx)
+        if ctx.history:
+            self.observe(ctx.history)
+        if n <= 0 or self.exhausted:
+            return []
+        pool = self._pool(ctx)
+        if not pool:
+            self.exhausted = True
+            return []
+        ranked = sorted(pool.values(), key=lambda o: (o.score, o.family, repr(sorted(o.params.items()))))
+        if self.stale >= self.patience and ranked[0].score >= self.best_us:
+            self.exhausted = True
+            return []
+        first = not self.measured and not self.failed
+        out: list[Candidate] = []
+        while len(out) < n and ranked:
+            chosen = self._choose(ranked, n - len(out), first=first)
+            first = False
+            taken = {config_key(o.family, o.params) for o in chosen}
+            ranked = [o for o in ranked if config_key(o.family, o.params) not in taken]
+            for opt in chosen:
+                cand = self._candidate(opt)
+                if cand is not None:
+                    out.append(cand)
+        return out
+
+    def _candidate(self, opt: _Option) -> Candidate | None:
+        """Render an option; None when its source was already proposed or archived for this shape."""
+        key = config_key(opt.family, opt.params)
+        self.proposed.add(key)
+        source = self.families[opt.family].render(opt.params)
+        cand = Candidate(
+            source=source,
+            proposer=self.name,
+            family=opt.family,
+            params=dict(opt.params),
+            parents=[p for p in opt.parents if p],
+            note=f"{opt.origin}; model {self.predicted.get(key, math.inf):.1f} us",
+        )
+        if cand.hash in self.proposed_hashes or cand.hash in self.skip_hashes:
+            return None
+        self.proposed_hashes.add(cand.hash)
+        self.key_hash[key], self.hash_key[cand.hash] = cand.hash, key
+        return cand
+
+    def _choose(self, ranked: list[_Option], n: int, first: bool) -> list[_Option]:
+        chosen: list[_Option] = []
+        taken: set[Key] = set()
+
+        def take(opt: _Option) -> None:
+            k = config_key(opt.family, opt.params)
+            if k not in taken and len(chosen) < n:
+                taken.add(k)
+                chosen.append(opt)
+
+        if first:  # the first batch: the nearest shapes' winners, then every family's best-ranked option
+            for opt in [o for o in ranked if o.origin == "retrieved"][: max(1, n // 4)]:
+                take(opt)
+            by_family: dict[str, _Option] = {}
+            for opt in ranked:
+                by_family.setdefault(opt.family, opt)
+            for opt in sorted(by_family.values(), key=lambda o: o.score):
+                take(opt)
+        n_explore = int(n * self.explore) if len(ranked) > n else 0
+        for opt in ranked:
+            if len(chosen) >= n - n_explore:
+                break
+            take(opt)
+        rest = [o for o in ranked if config_key(o.family, o.params) not in taken]
+        for opt in self.rng.sample(rest, min(len(rest), n - len(chosen))):
+            take(opt)
+        return chosen
+
+    def _pool(self, ctx: ProposalContext) -> dict[Key, _Option]:
+        pool: dict[Key, _Option] = {}
+
+        def add(opt: _Option, anchor: float | None = None) -> None:
+            """Pool a valid, new option. Its score is the model's time scaled by the measured/predicted
+            ratio of the configuration it came from (`anchor`), else by its family's calibration."""
+            key = config_key(opt.family, opt.params)
+            if key in self.proposed or key in self.failed or key in self.measured:
+                return
+            raw = self.predicted.get(key) if key in pool else self._raw(ctx, opt.family, opt.params)
+            if raw is None:
+                return
+            opt.score = raw * (anchor if anchor is not None else self._calibration(opt.family))
+            if key not in pool or opt.score < pool[key].score:
+                pool[key] = opt
+
+        for opt in self.seeds:
+            add(_Option(opt.family, dict(opt.params), list(opt.parents), opt.origin))
+        elites = self._elites()
+        ratio = {h: self._ratio(ctx, f, p) for f, p, h in elites}
+        parents = elites or [(o.family, o.params, o.parents[0] if o.parents else "") for o in self.seeds]
+        for fam, params, h in parents:
+            for nb in self._neighbours(fam, params):
+                add(_Option(fam, nb, [h], "neighbour"), ratio.get(h))
+        for i, (fa, pa, ha) in enumerate(elites):
+            for fb, pb, hb in elites[i + 1 :]:
+                if fa != fb:
+                    continue
+                ra, rb = ratio.get(ha), ratio.get(hb)
+                anchor = math.sqrt(ra * rb) if ra and rb else None
+                for child in self._crossover(fa, pa, pb):
+                    add(_Option(fa, child, [ha, hb], "crossover"), anchor)
+        for name in sorted(self.families):
+            for params in self._random(name, self.random_samples):
+                add(_Option(name, params, [], "random"))
+        return pool
+
+    def _raw(self, ctx: ProposalContext, family: str, params: dict[str, Any]) -> float | None:
+        """The model's time for a valid configuration (cached), None when invalid or unlaunchable."""
+        key = config_key(family, params)
+        if key in self.predicted:
+            return self.predicted[key]
+        fam = self.families.get(family)
+        if fam is None or not _in_space(fam.space, params):
+            return None
+        if fam.check(params, ctx.M, ctx.N, ctx.K, ctx.gpu) is not None:
+            return None
+        raw = self.model(fam, params, ctx.M, ctx.N, ctx.K, ctx.gpu)
+        if not math.isfinite(raw) or raw <= 0:
+            return None
+        self.predicted[key] = raw
+        return raw
+
+    def _ratio(self, ctx: ProposalContext, family: str, params: dict[str, Any]) -> float | None:
+        """Measured / predicted for a measured configuration."""
+        raw = self._raw(ctx, family, params)
+        t = self.measured.get(config_key(family, params))
+        return t / raw if raw and t else None
+
+    def _elites(self) -> list[tuple[str, dict[str, Any], str]]:
+        best = sorted(self.measured.items(), key=lambda kv: (kv[1], kv[0][0], repr(kv[0][1])))
+        out = []
+        for key, _t in best[: self.elites]:
+            out.append((key[0], dict(key[1]), self.key_hash.get(key, "")))
+        return out
+
+    def _calibration(self, family: str) -> float:
+        """Geometric mean of measured/predicted for the family (1.0 with no data), failures penalised."""
+        logs = [
+            math.log(t / self.predicted[k])
+            for k, t in self.measured.items()
+            if k[0] == family and self.predicted.get(k, 0) > 0
+        ]
+        factor = math.exp(sum(logs) / len(logs)) if logs else 1.0
+        if not any(k[0] == family for k in self.measured):
+            factor *= 2.0 ** min(4, self.family_fails.get(family, 0))
+        return factor
+
+    def _neighbours(self, family: str, params: dict[str, Any]) -> Iterable[dict[str, Any]]:
+        space = self.families[family].space
+        for name in sorted(space):
+            values = list(space[name])
+            if name not in params or params[name] not in values:
+                continue
+            i = values.index(params[name])
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(values):
+                    yield {**params, name: values[j]}
+
+    def _crossover(
+        self, family: str, a: dict[str, Any], b: dict[str, Any], children: int = 3
+    ) -> list[dict[str, Any]]:
+        names = sorted(set(a) & set(b))
+        diff = [k for k in names if a[k] != b[k]]
+        if len(diff) < 2:
+            return []
+        out = []
+        for _ in range(children):
+            child = dict(a)
+            for k in diff:
+                if self.rng.random() < 0.5:
+                    child[k] = b[k]
+            out.append(child)
+        return out
+
+    def _random(self, family: str, count: int) -> list[dict[str, Any]]:
+        space = self.families[family].space
+        names = sorted(space)
+        return [{k: self.rng.choice(list(space[k])) for k in names} for _ in range(count)]

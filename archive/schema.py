@@ -1,0 +1,191 @@
+"""The archive's schema as ordered, named migrations.
+
+Invariants:
+- `MIGRATIONS` only ever grows at the end; a released migration is never edited or reordered.
+- Each applied migration is recorded in `_migrations` (name, time) and `PRAGMA user_version` equals the
+  number applied, both inside the migration's own transaction.
+- A database whose `user_version` exceeds `len(MIGRATIONS)`, or that records a migration name this
+  version does not know, is refused with `ArchiveTooNew` before anything is written.
+
+Layout: `kernels` (one row per content hash), `kernel_parents` (lineage edges), `records` (one row per
+`EvalRecord`, full JSON kept), `evaluations` (one row per record and timed mode, denormalised for ranked
+queries), `runs`, `llm_calls`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+import sqlite_utils
+
+from archive.errors import ArchiveTooNew
+from evaluator.record import BASELINES
+
+Migration = tuple[str, Callable[[sqlite_utils.Database], None]]
+
+
+def _initial(db: sqlite_utils.Database) -> None:
+    db["kernels"].create(
+        {
+            "hash": str,
+            "source": str,
+            "family": str,
+            "params": str,  # JSON object or NULL
+            "proposer": str,
+            "note": str,
+            "created": str,
+        },
+        pk="hash",
+        not_null={"source", "proposer", "created"},
+    )
+    db["kernel_parents"].create({"child": str, "parent": str}, pk=("child", "parent"))
+    db["kernel_parents"].create_index(["parent"])
+    db["runs"].create(
+        {
+            "id": int,
+            "uid": str,
+            "command": str,
+            "config": str,  # JSON
+            "status": str,
+            "started": str,
+            "ended": str,
+        },
+        pk="id",
+    )
+    db["runs"].create_index(["uid"], unique=True)
+    db["records"].create(
+        {
+            "id": int,
+            "fingerprint": str,  # sha256 of the record JSON: re-adding a record is a no-op
+            "kernel": str,
+            "M": int,
+            "N": int,
+            "K": int,
+            "gpu": str,
+            "cc": str,
+            "driver": str,
+            "stage": str,
+            "correct": int,
+            "failure_kind": str,
+            "failure_message": str,
+            "run_id": int,
+            "record": str,  # full EvalRecord JSON
+            "created": str,
+        },
+        pk="id",
+        not_null={"fingerprint", "kernel", "M", "N", "K", "record"},
+    )
+    db["records"].create_index(["fingerprint"], unique=True)
+    db["records"].create_index(["M", "N", "K", "gpu"])
+    db["records"].create_index(["kernel"])
+    columns: dict[str, type] = {
+        "id": int,
+        "record_id": int,
+        "kernel": str,
+        "M": int,
+        "N": int,
+        "K": int,
+        "gpu": str,
+        "cc": str,
+        "driver": str,
+        "stage": str,
+        "mode": str,
+        "ranked": int,  # 1 when full stage, correct, no failure and timed: the rows rankings use
+        "correct": int,
+        "failure_kind": str,
+        "failure_message": str,
+        "median_us": float,
+        "p10_us": float,
+        "p90_us": float,
+        "samples": int,  # timed launches behind median_us
+        "best_baseline": str,
+        "best_baseline_us": float,
+        "speedup_best": float,
+        "floor_us": float,
+        "floor_fraction": float,
+        "tflops": float,
+    }
+    for b in BASELINES:
+        columns[f"{b}_us"] = float
+        columns[f"speedup_{b}"] = float
+    columns.update(
+        {
+            "baselines": str,  # JSON: every baseline's Stats, including any not in BASELINES
+            "registers": int,
+            "shared_bytes": int,
+            "spill_stores": int,
+            "spill_loads": int,
+            "resources": str,  # JSON
+            "max_rel_err": float,
+            "ncu": str,  # JSON
+            "created": str,
+        }
+    )
+    db["evaluations"].create(columns, pk="id", not_null={"record_id", "kernel", "M", "N", "K", "mode"})
+    db["evaluations"].create_index(["mode", "ranked", "M", "N", "K", "gpu", "speedup_best"])
+    db["evaluations"].create_index(["record_id"])
+    db["evaluations"].create_index(["kernel", "mode", "ranked", "speedup_best"])
+    db["llm_calls"].create(
+        {
+            "id": int,
+            "uid": str,
+            "run_id": int,
+            "model": str,
+            "prompt_tokens": int,
+            "completion_tokens": int,
+            "cost_usd": float,
+            "latency_s": float,
+            "outcome": str,
+            "kernel_hash": str,
+            "created": str,
+        },
+        pk="id",
+    )
+    db["llm_calls"].create_index(["uid"], unique=True)
+    db["llm_calls"].create_index(["run_id"])
+
+
+MIGRATIONS: list[Migration] = [
+    ("001_initial", _initial),
+]
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def applied_names(conn: sqlite3.Connection) -> list[str]:
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='_migrations'").fetchone()
+    if not exists:
+        return []
+    return [row[0] for row in conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
+
+
+def check_not_newer(conn: sqlite3.Connection, where: str) -> None:
+    """Raise `ArchiveTooNew` when the database's schema is ahead of this code's migrations."""
+    version = current_version(conn)
+    known = {name for name, _ in MIGRATIONS}
+    unknown = [n for n in applied_names(conn) if n not in known]
+    if version > len(MIGRATIONS) or unknown:
+        extra = f" (unknown migrations: {', '.join(unknown)})" if unknown else ""
+        raise ArchiveTooNew(
+            f"{where} has schema version {version}{extra}; this hgemm knows up to {len(MIGRATIONS)}: "
+            "upgrade hgemm to open it"
+        )
+
+
+def pending(conn: sqlite3.Connection) -> list[Migration]:
+    return MIGRATIONS[current_version(conn) :]
+
+
+def apply(conn: sqlite3.Connection, migration: Migration, now: str) -> None:
+    """Apply one migration inside the caller's open write transaction."""
+    name, step = migration
+    db = sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)
+    if not db["_migrations"].exists():
+        db["_migrations"].create({"name": str, "applied": str}, pk="name")
+    step(db)
+    conn.execute("INSERT INTO _migrations (name, applied) VALUES (?, ?)", (name, now))
+    index = [n for n, _ in MIGRATIONS].index(name) + 1
+    conn.execute(f"PRAGMA user_version = {index}")

@@ -1,0 +1,196 @@
+"""Export an archive (jsonl, csv) and merge another one in (its .db file or a jsonl export).
+
+Invariants:
+- jsonl is the lossless exchange format: a header line, then kernels (with parents), runs, records (full
+  `EvalRecord` JSON, with the uid of their run), LLM calls. Importing it, or the .db it came from, into any
+  archive any number of times adds each kernel, record, run and LLM call at most once (content hash, record
+  fingerprint, run/call uid).
+- csv is for spreadsheets: one row per evaluation row (record x mode), no sources; it is not importable.
+- Importing a .db opens it read-only; the other file is never written.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from archive import db as _db
+from archive import rows, schema
+from archive.errors import ArchiveCorrupt, ArchiveError
+from evaluator.record import BASELINES, EvalRecord, kernel_hash, normalize_source
+
+FORMAT = "hgemm-archive"
+
+
+def _lines(conn) -> Iterator[dict[str, Any]]:
+    yield {"type": FORMAT, "schema": schema.current_version(conn)}
+    parents: dict[str, list[str]] = {}
+    for child, parent in conn.execute("SELECT child, parent FROM kernel_parents ORDER BY child, parent"):
+        parents.setdefault(child, []).append(parent)
+    for r in conn.execute("SELECT * FROM kernels ORDER BY created, hash"):
+        d = rows.to_dict(r)
+        d["parents"] = parents.get(d["hash"], [])
+        yield {"type": "kernel", **d}
+    run_uid = {}
+    for r in conn.execute("SELECT * FROM runs ORDER BY id"):
+        d = rows.to_dict(r)
+        run_uid[d.pop("id")] = d["uid"]
+        yield {"type": "run", **d}
+    for r in conn.execute("SELECT record, run_id FROM records ORDER BY id"):
+        yield {"type": "record", "run": run_uid.get(r["run_id"]), "record": json.loads(r["record"])}
+    for r in conn.execute("SELECT * FROM llm_calls ORDER BY id"):
+        d = rows.to_dict(r)
+        d.pop("id")
+        d["run"] = run_uid.get(d.pop("run_id"))
+        yield {"type": "llm_call", **d}
+
+
+@contextmanager
+def _open_out(path: Path | str | None):
+    if path is None or str(path) == "-":
+        yield sys.stdout
+    else:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            yield f
+
+
+CSV_COLUMNS = [
+    "record_id", "kernel", "family", "proposer", "M", "N", "K", "gpu", "cc", "driver", "stage", "mode", "ranked",
+    "correct", "failure_kind", "median_us", "p10_us", "p90_us", "samples", "best_baseline", "best_baseline_us",
+    "speedup_best", *[f"{b}_us" for b in BASELINES], *[f"speedup_{b}" for b in BASELINES], "floor_us",
+    "floor_fraction", "tflops", "registers", "shared_bytes", "spill_stores", "spill_loads", "max_rel_err",
+    "created",
+]  # fmt: skip
+
+
+def export(archive, path: Path | str | None, fmt: str) -> int:
+    if fmt not in ("jsonl", "csv"):
+        raise ArchiveError(f"unknown export format {fmt!r}; use jsonl or csv")
+    n = 0
+    with _open_out(path) as out:
+        if fmt == "jsonl":
+            for line in _lines(archive.conn):
+                out.write(json.dumps(line, sort_keys=True) + "\n")
+                n += 1
+        else:
+            w = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+            w.writeheader()
+            sql = (
+                "SELECT e.*, k.family, k.proposer FROM evaluations e JOIN kernels k ON k.hash = e.kernel "
+                "ORDER BY e.id"
+            )
+            for r in archive.conn.execute(sql):
+                w.writerow(dict(r))
+                n += 1
+    return n
+
+
+def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        first = True
+        for number, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ArchiveError(f"{path}:{number}: not JSON ({e.msg})") from e
+            if first:
+                if line.get("type") != FORMAT:
+                    raise ArchiveError(f"{path} is not an hgemm archive export (no header line)")
+                if int(line.get("schema", 0)) > len(schema.MIGRATIONS):
+                    raise ArchiveError(f"{path} comes from a newer hgemm (schema {line['schema']}); upgrade")
+                first = False
+            yield line
+
+
+def _read_db(path: Path) -> Iterator[dict[str, Any]]:
+    conn = _db.connect(path, readonly=True)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"kernels", "records", "_migrations"} <= tables:
+            raise ArchiveError(f"{path} is an SQLite database but not an hgemm archive")
+        schema.check_not_newer(conn, str(path))
+        yield from _lines(conn)
+    finally:
+        conn.close()
+
+
+def import_file(archive, path: Path) -> dict[str, int]:
+    if not path.is_file():
+        raise ArchiveError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head == _db.SQLITE_HEADER:
+        source = _read_db(path)
+    elif head.lstrip()[:1] == b"{":
+        source = _read_jsonl(path)
+    else:
+        raise ArchiveCorrupt(f"{path} is neither an hgemm archive database nor a jsonl export")
+    return _merge(archive, source)
+
+
+def _merge(archive, lines: Iterator[dict[str, Any]]) -> dict[str, int]:
+    counts = {"kernels": 0, "records": 0, "runs": 0, "llm_calls": 0, "skipped": 0}
+    run_ids: dict[str, int] = {}
+    with archive.writer.transaction() as conn:
+        for line in lines:
+            kind = line.get("type")
+            if kind == FORMAT:
+                continue
+            if kind == "kernel":
+                if kernel_hash(line["source"]) != line["hash"]:
+                    raise ArchiveError(f"kernel {line['hash']}: source does not match its hash")
+                known = conn.execute("SELECT 1 FROM kernels WHERE hash = ?", (line["hash"],)).fetchone()
+                archive._insert_kernel(
+                    conn, line["hash"], normalize_source(line["source"]), line.get("family"),
+                    line.get("params"), line.get("proposer") or "import", line.get("note") or "",
+                    line.get("created"), line.get("parents") or [],
+                )  # fmt: skip
+                counts["kernels" if not known else "skipped"] += 1
+            elif kind == "run":
+                run_ids[line["uid"]] = _merge_run(conn, line, counts)
+            elif kind == "record":
+                record = EvalRecord.from_dict(line["record"])
+                fp = rows.fingerprint(record)
+                if conn.execute("SELECT 1 FROM records WHERE fingerprint = ?", (fp,)).fetchone():
+                    counts["skipped"] += 1
+                    continue
+                archive._insert_record(conn, record.kernel_hash, record, run_ids.get(line.get("run") or ""))
+                counts["records"] += 1
+            elif kind == "llm_call":
+                if conn.execute("SELECT 1 FROM llm_calls WHERE uid = ?", (line["uid"],)).fetchone():
+                    counts["skipped"] += 1
+                    continue
+                row = {k: v for k, v in line.items() if k not in ("type", "run")}
+                row["run_id"] = run_ids.get(line.get("run") or "")
+                conn.execute(*rows.insert_sql("llm_calls", row))
+                counts["llm_calls"] += 1
+            else:
+                raise ArchiveError(f"unknown line type {kind!r} in import")
+    return counts
+
+
+def _merge_run(conn, line: dict[str, Any], counts: dict[str, int]) -> int:
+    old = conn.execute("SELECT id FROM runs WHERE uid = ?", (line["uid"],)).fetchone()
+    if old:
+        counts["skipped"] += 1
+        return old[0]
+    row = {k: line.get(k) for k in ("uid", "command", "status", "started", "ended")}
+    row["config"] = rows.dumps(line.get("config"))
+    counts["runs"] += 1
+    return conn.execute(*rows.insert_sql("runs", row)).lastrowid
+
+
+def dump_string(archive) -> str:
+    """The jsonl export as a string (small archives, tests)."""
+    buf = io.StringIO()
+    for line in _lines(archive.conn):
+        buf.write(json.dumps(line, sort_keys=True) + "\n")
+    return buf.getvalue()

@@ -1,0 +1,164 @@
+"""GPU demonstration of the agent loop: LLM proposals replayed from a loopback server, real evaluation.
+
+For each of two shapes it runs `hgemm optimize`'s loop on this machine's GPU twice: `--proposer llm`
+against a loopback OpenAI-compatible server that replays scripted replies (real kernels: our own
+families rendered with parameters valid for the GPU, plus a deliberately broken one and a reply with
+no code), then `--proposer llm+template`. It then checks that the entries landed in the archive with
+their lineage, that the index returns them for a neighbouring shape, and that the prompt for that
+neighbour shows them as exemplars with NCU metrics. Prints a short table; writes JSON to --out.
+
+    python bench/agent_gpu_demo.py --out bench/results/agent_gpu_demo.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agent.commands import summary  # noqa: E402
+from agent.llm import LLMProposer, OpenAIBackend  # noqa: E402
+from agent.llm_prompt import build_prompt  # noqa: E402
+from agent.llm_replay import ReplayServer, Step, reply  # noqa: E402
+from agent.loop import Budget, optimize  # noqa: E402
+from agent.proposer import ProposalContext  # noqa: E402
+
+SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096)]
+NEIGHBOUR = (3072, 3072, 3072)
+
+
+def scripted_kernels(gpu, M, N, K, count=4):
+    """Rendered family kernels with parameters the family accepts for this shape and GPU."""
+    from evaluator.kernels import all_families
+
+    rng = random.Random(M * 7 + N * 3 + K)
+    found = []
+    for family in all_families():
+        if float(gpu.cc) < family.min_cc:
+            continue
+        keys = sorted(family.space)
+        for _ in range(400):
+            params = {k: rng.choice(family.space[k]) for k in keys}
+            if family.check(params, M, N, K, gpu) is None:
+                found.append(family.render(params))
+                break
+    rng.shuffle(found)
+    return found[:count]
+
+
+def script(kernels):
+    steps = [reply(f"Variant with a different tile and pipeline.\n```cuda\n{k}```") for k in kernels]
+    broken = kernels[0].replace("hgemm_run(", "hgemm_run_missing(", 1) if kernels else "int x;"
+    steps.insert(1, reply(f"```cuda\n{broken}```"))  # a compile/bad-source failure, archived as such
+    steps.insert(2, reply("I would try a larger tile, but here is no code."))
+    return steps
+
+
+def run_one(kind, M, N, K, evaluator, archive, retriever, ncu):
+    kernels = scripted_kernels(evaluator.gpu_info(), M, N, K)
+    with ReplayServer(script(kernels), then=Step(texts=["No further ideas."])) as server:
+        backend = OpenAIBackend(
+            "replay-demo", base_url=server.base_url, timeout_s=30, retries=2, backoff_s=0.1
+        )
+        proposers = [LLMProposer(backend, prices=lambda m: (1.0, 4.0))]
+        if kind == "llm+template":
+            from agent.template import TemplateProposer
+
+            proposers.append(TemplateProposer(seed=0))
+        result = optimize(
+            M,
+            N,
+            K,
+            proposers=proposers,
+            evaluator=evaluator,
+            archive=archive,
+            retriever=retriever,
+            budget=Budget(evals=24, minutes=8),
+            progress=True,
+            finalists=2,
+            batch=4,
+            patience=2,
+            ncu=ncu,
+            command=f"agent_gpu_demo {kind}",
+        )
+    s = summary(result)
+    s["proposer_kind"] = kind
+    s["replayed_kernels"] = len(kernels)
+    with_parents = [c.hash for c, _ in result.results if c.parents]
+    s["lineage_edges"] = sum(len(archive.kernel(h)["parents"]) for h in set(with_parents))
+    return s
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "bench/results/agent_gpu_demo.json")
+    parser.add_argument("--no-ncu", action="store_true", help="skip Nsight Compute at the full stage")
+    args = parser.parse_args()
+
+    from archive import Archive
+    from evaluator.local import LocalEvaluator
+    from index import Retriever
+
+    started = time.time()
+    runs = []
+    with LocalEvaluator() as evaluator, Archive() as archive:
+        gpu = evaluator.gpu_info()
+        retriever = Retriever(archive, gpu_sm_count=gpu.sm_count)
+        for M, N, K in SHAPES:
+            for kind in ("llm", "llm+template"):
+                runs.append(run_one(kind, M, N, K, evaluator, archive, retriever, ncu=not args.no_ncu))
+        retriever.sync()
+        hits = retriever.similar_shapes(*NEIGHBOUR, gpu.name, 4)
+        ctx = ProposalContext(*NEIGHBOUR, gpu, archive=archive, retriever=retriever)
+        prompt = build_prompt(ctx, random.Random(0), exemplars=3)
+    found_shapes = sorted({(h["M"], h["N"], h["K"]) for h in hits})
+    checks = {
+        "archived_with_lineage": any(r["lineage_edges"] > 0 for r in runs),
+        "index_returns_neighbours": all(
+            tuple(s) in found_shapes
+            for s in SHAPES
+            if any(r["best"] and tuple(r["shape"]) == s for r in runs)
+        ),
+        "prompt_has_exemplars": len(prompt.exemplar_hashes) > 0 or prompt.parent_hash is not None,
+        "prompt_has_ncu": "Nsight Compute:" in prompt.user,
+    }
+    print(
+        f"{'shape':>16} {'proposer':>13} {'evals':>5} {'full':>4} {'llm calls':>9} {'best us':>9} {'x cuBLAS':>8} {'stop':>9}"
+    )
+    for r in runs:
+        best = r["best"] or {}
+        us = best.get("median_us", {}).get("offline")
+        sp = best.get("speedup_best", {}).get("offline")
+        print(
+            f"{'x'.join(map(str, r['shape'])):>16} {r['proposer_kind']:>13} {r['evals']:>5} {r['full']:>4} "
+            f"{r['llm']['calls']:>9} {us if us is None else round(us, 2)!s:>9} {sp if sp is None else round(sp, 3)!s:>8} {r['stop_reason']:>9}"
+        )
+    print("neighbour", "x".join(map(str, NEIGHBOUR)), "index hits:", found_shapes)
+    print("checks:", checks)
+    result = {
+        "gpu": gpu.name,
+        "runs": runs,
+        "neighbour": list(NEIGHBOUR),
+        "index_hits": [list(s) for s in found_shapes],
+        "prompt": {
+            "parent": prompt.parent_hash,
+            "exemplars": prompt.exemplar_hashes,
+            "chars": len(prompt.user),
+        },
+        "checks": checks,
+        "seconds": round(time.time() - started, 1),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print("wrote", args.out)
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

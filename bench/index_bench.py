@@ -1,0 +1,113 @@
+"""Index benchmark: rebuild the FAISS index over an archive of N attempts, then time retrieval queries.
+
+Prints a short table and writes bench/results/index_bench.json. Usage:
+    python bench/index_bench.py [--n 100000] [--db FILE] [--shape-only]
+Without --db it fills a temporary archive first (bulk inserts). The embedding cache lives in the state
+root: the first rebuild ("cold") embeds every distinct text, the second ("warm") reads them back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def timeit(fn, reps: int = 100) -> dict:
+    fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    return {"p50_ms": statistics.median(times), "p90_ms": times[int(0.9 * len(times))]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--db", type=Path, default=None)
+    ap.add_argument("--shape-only", action="store_true")
+    args = ap.parse_args()
+    os.environ.setdefault("HGEMM_HOME", tempfile.mkdtemp())
+    if args.shape_only:
+        os.environ["HGEMM_EMBEDDER"] = "none"
+    from archive import Archive
+    from archive.synthetic import attempts
+    from index import Retriever
+    from index.embed import load_model
+
+    if args.db is None:
+        a = Archive(Path(tempfile.mkdtemp()) / "bench.db")
+        items = list(attempts(args.n, seed=1, kernels=2000))
+        for i in range(0, len(items), 1000):
+            with a.writer.transaction():
+                for at in items[i : i + 1000]:
+                    h = a.add_kernel(at.source, family=at.family, params=at.params, proposer=at.proposer)
+                    a.add_evaluation(h, at.record)
+    else:
+        a = Archive(args.db)
+    t = time.perf_counter()
+    load_model()
+    load_s = time.perf_counter() - t
+    r = Retriever(a)
+    t = time.perf_counter()
+    cold = r.rebuild()
+    cold_s = time.perf_counter() - t
+    t = time.perf_counter()
+    r.rebuild()
+    warm_s = time.perf_counter() - t
+    t = time.perf_counter()
+    r2 = Retriever(a)
+    r2.sync()
+    load_index_s = time.perf_counter() - t
+    queries = {
+        "similar_shapes_k5": timeit(lambda: r2.similar_shapes(1000, 3000, 2000, k=5)),
+        "history_k10": timeit(lambda: r2.history(1000, 3000, 2000, k=10)),
+        "search_text_k10": timeit(
+            lambda: r2.search_text("illegal memory access in the epilogue", k=10), reps=30
+        ),
+    }
+    if r2.text_mode:
+        queries["query_shape_and_text_k10"] = timeit(
+            lambda: r2.query(1000, 3000, 2000, "wgmma warp specialised kernel", k=10), reps=30
+        )
+    result = {
+        "n": r2.store.attempts.ntotal,
+        "text_mode": r2.text_mode,
+        "distinct_texts": len(r2.store.text_list),
+        "model_load_s": load_s,
+        "rebuild_cold_s": cold_s,
+        "rebuild_warm_s": warm_s,
+        "open_and_sync_s": load_index_s,
+        "target_rebuild_s": 120,
+        "target_query_p50_ms": 10,
+        "queries": queries,
+        "rebuilt": cold,
+    }
+    out = (
+        Path(__file__).resolve().parent
+        / "results"
+        / ("index_bench" + ("_shape_only" if args.shape_only else "") + ".json")
+    )
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"{result['n']} attempts, {result['distinct_texts']} distinct texts, text mode {r2.text_mode}")
+    print(f"model load {load_s:.1f} s; rebuild cold {cold_s:.1f} s, warm {warm_s:.1f} s (target 120 s); "
+          f"open+sync {load_index_s:.2f} s")  # fmt: skip
+    print(f"{'query':<28}{'p50 ms':>10}{'p90 ms':>10}")
+    for name, q in queries.items():
+        print(f"{name:<28}{q['p50_ms']:>10.2f}{q['p90_ms']:>10.2f}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""The mma.sync multistage families: `mma_ms` (one pass over K) and `mma_splitk` (K split
+across CTAs, fp32 partials in the workspace, then a reduction kernel).
+
+Both render `mma_ms.cu`; `mma_splitk` adds the SPLIT_K parameter (the template's default is 1).
+Invariants enforced by `check`: warp tiles are multiples of 16x16 with at most 128 fp32
+accumulators per thread, at most 1024 threads, the pipeline (and C staging) fit the GPU's
+opt-in shared memory, K is a multiple of 8, and split-K partials fit the 64 MiB workspace.
+`default_params` is a heuristic: the largest tile that still fills about one wave of SMs
+without padding more than a quarter of the output, and for split-K the smallest split that
+fills a wave while every split keeps a useful share of K.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evaluator.kernels.family import Params
+from evaluator.kernels.inline import InliningFamily
+from evaluator.kernels.limits import MAX_THREADS, WORKSPACE_BYTES, cdiv, sm_count, smem_limit
+from evaluator.record import GpuInfo
+
+MMA_SPACE: dict[str, tuple] = {
+    "BM": (32, 64, 128, 256),
+    "BN": (32, 64, 128, 256),
+    "BK": (32, 64),
+    "WARPS_M": (1, 2, 4),
+    "WARPS_N": (1, 2, 4),
+    "STAGES": (2, 3, 4, 5, 6),
+    "RASTER": (1, 4, 8, 16),
+}
+SPLIT_K_VALUES = (2, 3, 4, 6, 8, 16)
+MAX_ACCUMULATORS = 128  # fp32 accumulators per thread; more spills at 255 registers
+
+# (BM, BN, WARPS_M, WARPS_N), largest first: the heuristics' candidate tiles.
+TILES = (
+    (128, 256, 2, 4),
+    (256, 128, 4, 2),
+    (128, 128, 2, 2),
+    (128, 64, 2, 2),
+    (64, 128, 2, 2),
+    (64, 64, 2, 2),
+    (64, 32, 2, 1),
+    (32, 64, 1, 2),
+    (32, 32, 1, 1),
+)
+
+
+def smem_bytes(p: Params) -> int:
+    """Dynamic shared memory of one CTA: the pipeline, or the C staging tile if larger."""
+    pipe = p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"] * 2
+    staging = p["BM"] * (p["BN"] + 8) * 2 if p.get("SPLIT_K", 1) == 1 else 0
+    return max(pipe, staging)
+
+
+def threads(p: Params) -> int:
+    return 32 * p["WARPS_M"] * p["WARPS_N"]
+
+
+def register_estimate(p: Params) -> int:
+    """Rough registers per thread: accumulators, the fragments of every k-step of one BK slice
+    (the compiler hoists those ldmatrix loads), and ~40 for addressing."""
+    mi, ni = p["BM"] // p["WARPS_M"] // 16, p["BN"] // p["WARPS_N"] // 8
+    return mi * ni * 4 + (p["BK"] // 16) * (mi * 4 + ni * 2) + 40
+
+
+def register_budget(n_threads: int) -> int:
+    """What __launch_bounds__(n_threads) leaves each thread of one resident block."""
+    return min(255, 65536 // n_threads)
+
+
+def tile_efficiency(M: int, N: int, bm: int, bn: int) -> float:
+    """Useful fraction of the padded output that the tiles cover."""
+    return (M * N) / (cdiv(M, bm) * bm * cdiv(N, bn) * bn)
+
+
+def check_mma(p: Params, M: int, N: int, K: int, gpu: GpuInfo | None) -> str | None:
+    """Constraints shared by both families (parameters already known to be in the space)."""
+    bm, bn, wm, wn = p["BM"], p["BN"], p["WARPS_M"], p["WARPS_N"]
+    if bm % wm or bn % wn or (bm // wm) % 16 or (bn // wn) % 16:
+        return f"warp tile {bm}/{wm} x {bn}/{wn} is not a multiple of 16x16"
+    acc = (bm // wm) * (bn // wn) // 32
+    if acc > MAX_ACCUMULATORS:
+        return f"warp tile {bm // wm}x{bn // wn} needs {acc} accumulators per thread (max {MAX_ACCUMULATORS})"
+    if threads(p) > MAX_THREADS:
+        return f"{threads(p)} threads per block (max {MAX_THREADS})"
+    if register_estimate(p) > register_budget(threads(p)):
+        return f"about {register_estimate(p)} registers per thread; {threads(p)} threads allow {register_budget(threads(p))}"
+    limit = smem_limit(gpu)
+    if smem_bytes(p) > limit:
+        return f"shared memory {smem_bytes(p)} B exceeds {limit} B"
+    if K % 8:
+        return f"K={K} is not a multiple of 8 (rows must be 16-byte aligned)"
+    split = p.get("SPLIT_K", 1)
+    if split > 1:
+        if split * M * N * 4 > WORKSPACE_BYTES:
+            return f"split-K partials need {split * M * N * 4} B of workspace (max {WORKSPACE_BYTES})"
+        if split > cdiv(K, p["BK"]):
+            return f"SPLIT_K={split} exceeds the {cdiv(K, p['BK'])} K tiles"
+    return None
+
+
+def _pick_tile(M: int, N: int, target: int) -> tuple[int, int, int, int]:
+    """Largest candidate tile with at least `target` CTAs and >= 75% useful output; else the one
+    with the most CTAs among those that pad little."""
+    fitting = [t for t in TILES if tile_efficiency(M, N, t[0], t[1]) >= 0.75] or [TILES[-1]]
+    for t in fitting:
+        if cdiv(M, t[0]) * cdiv(N, t[1]) >= target:
+            return t
+    return fitting[-1]
+
+
+def _pipeline(K: int, bm: int, bn: int) -> tuple[int, int]:
+    """(BK, STAGES): 32-wide slices, four stages, fewer where K is short."""
+    bk = 32
+    stages = max(2, min(4, cdiv(K, bk)))
+    return bk, stages
+
+
+@dataclass
+class MmaFamily(InliningFamily):
+    name: str = "mma_ms"
+    template: str = "mma_ms.cu"
+    space: dict[str, tuple] = field(default_factory=lambda: dict(MMA_SPACE))
+    description: str = (
+        "mma.sync m16n8k16 + ldmatrix + cp.async multistage pipeline, swizzled smem, raster order, "
+        "smem-staged 16-byte epilogue; any M, N; K % 8 == 0"
+    )
+
+    def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
+        reason = super().check(params, M, N, K, gpu)
+        return reason if reason else check_mma(params, M, N, K, gpu)
+
+    def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params:
+        bm, bn, wm, wn = _pick_tile(M, N, sm_count(gpu))
+        bk, stages = _pipeline(K, bm, bn)
+        return {"BM": bm, "BN": bn, "BK": bk, "WARPS_M": wm, "WARPS_N": wn, "STAGES": stages, "RASTER": 8}
+
+
+@dataclass
+class MmaSplitKFamily(MmaFamily):
+    name: str = "mma_splitk"
+    space: dict[str, tuple] = field(default_factory=lambda: {**MMA_SPACE, "SPLIT_K": SPLIT_K_VALUES})
+    description: str = (
+        "mma_ms with K split over SPLIT_K CTAs: fp32 partial tiles in the workspace, then a "
+        "reduction kernel (two launches, no memset); for small M*N and long K"
+    )
+
+    def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params:
+        target = sm_count(gpu)
+        min_k = 256  # each split keeps at least this much of K
+
+        def splits_for(t: tuple[int, int, int, int]) -> int | None:
+            tiles = cdiv(M, t[0]) * cdiv(N, t[1])
+            for s in SPLIT_K_VALUES:
+                if K // s < min_k or s * M * N * 4 > WORKSPACE_BYTES:
+                    break
+                if tiles * s >= target:
+                    return s
+            return None
+
+        fitting = [t for t in TILES[2:] if tile_efficiency(M, N, t[0], t[1]) >= 0.75] or [TILES[-1]]
+        choice = next(((t, s) for t in fitting if (s := splits_for(t))), None)
+        if choice is None:
+            t = fitting[-1]
+            usable = [s for s in SPLIT_K_VALUES if K // s >= 64 and s * M * N * 4 <= WORKSPACE_BYTES]
+            choice = (t, usable[-1] if usable else 2)
+        (bm, bn, wm, wn), split = choice
+        bk, stages = _pipeline(cdiv(K, split), bm, bn)
+        return {
+            "BM": bm,
+            "BN": bn,
+            "BK": bk,
+            "WARPS_M": wm,
+            "WARPS_N": wn,
+            "STAGES": stages,
+            "RASTER": 8,
+            "SPLIT_K": split,
+        }

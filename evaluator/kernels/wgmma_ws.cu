@@ -1,0 +1,426 @@
+// hgemm family "wgmma": Hopper TMA + wgmma warp-specialised HGEMM (fp16 in, fp32 accumulate, fp16 out).
+//
+// One producer warpgroup (one elected thread) streams A and Bt tiles with TMA into a STAGES-deep
+// shared-memory ring guarded by "full"/"empty" mbarriers; CONSUMERS warpgroups issue
+// wgmma.mma_async from that ring into fp32 register accumulators: BM/CONSUMERS rows of every tile
+// each (cooperative), or alternate whole tiles (HG_PINGPONG, so one consumer's epilogue overlaps
+// the other's math). setmaxnreg moves registers from the producer to the consumers. The kernel is
+// persistent when HG_PERSISTENT (grid = #SMs, static stride over tiles in grouped raster order of
+// HG_GROUP_M tile rows), one tile per CTA otherwise. With HG_CLUSTER_M == 2 two CTAs stacked along M
+// form a cluster and share each Bt tile through TMA multicast (each loads half). The epilogue
+// writes fp16 straight from registers (HG_EPILOGUE 0) or through 128-byte-swizzled shared memory
+// and a TMA store (HG_EPILOGUE 1).
+//
+// Invariants: A is M x K row-major and Bt is N x K row-major (both K-major); BK = 64 so each tile
+// row is exactly one 128-byte swizzle row; hgemm_supports requires M % (BM*CLUSTER_M) == 0,
+// N % BN == 0, K % 64 == 0 and a compute capability 9.x device. Device code exists only for
+// sm_90a; other targets compile an empty kernel and the host refuses to launch it.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifndef HG_BM
+#define HG_BM 128
+#endif
+#ifndef HG_BN
+#define HG_BN 256
+#endif
+#ifndef HG_STAGES
+#define HG_STAGES 4
+#endif
+#ifndef HG_CONSUMERS
+#define HG_CONSUMERS 2
+#endif
+#ifndef HG_GROUP_M
+#define HG_GROUP_M 8
+#endif
+#ifndef HG_PERSISTENT
+#define HG_PERSISTENT 1
+#endif
+#ifndef HG_EPILOGUE
+#define HG_EPILOGUE 1
+#endif
+#ifndef HG_CLUSTER_M
+#define HG_CLUSTER_M 1
+#endif
+#ifndef HG_PINGPONG
+#define HG_PINGPONG 0
+#endif
+
+#include "wgmma_ptx.cuh"
+
+namespace hgw_cfg {
+constexpr int BM = HG_BM;
+constexpr int BN = HG_BN;
+constexpr int BK = 64;
+constexpr int STAGES = HG_STAGES;
+constexpr int CONSUMERS = HG_CONSUMERS;
+[[maybe_unused]] constexpr int GROUP_M = HG_GROUP_M;
+constexpr int CLUSTER_M = HG_CLUSTER_M;
+constexpr bool PINGPONG = HG_PINGPONG != 0;  // consumers take alternate whole tiles
+constexpr int WG_ROWS = PINGPONG ? BM : BM / CONSUMERS;  // tile rows one consumer warpgroup computes
+constexpr int M_ITERS = WG_ROWS / 64;    // m64 wgmma blocks per consumer warpgroup
+constexpr int THREADS = 128 * (CONSUMERS + 1);
+constexpr int A_BYTES = BM * BK * 2;
+constexpr int B_BYTES = BN * BK * 2;
+constexpr int B_SLICE = BN / CLUSTER_M;  // Bt rows this CTA loads (and multicasts) per stage
+constexpr int C_BYTES = HG_EPILOGUE ? CONSUMERS * WG_ROWS * BN * 2 : 0;  // one staging tile per consumer
+[[maybe_unused]] constexpr int SLOT_READERS = (PINGPONG ? 1 : CONSUMERS) * 4 * CLUSTER_M;  // warps that free each ring slot
+// Shared layout (from a 1024-aligned base): A ring, B ring, C staging, full, empty, order bars.
+constexpr int OFF_B = STAGES * A_BYTES;
+constexpr int OFF_C = OFF_B + STAGES * B_BYTES;
+constexpr int OFF_BAR = OFF_C + C_BYTES;
+// Barriers: STAGES full, STAGES empty, 2 ping-pong order barriers; + 1024 bytes of alignment slack.
+constexpr int SMEM_BYTES = OFF_BAR + (2 * STAGES + 2) * 8 + 1024;
+// setmaxnreg budget with 2 consumers: 128*40 + 256*232 = 64512 <= 65536 = 384 threads * 168.
+[[maybe_unused]] constexpr int PRODUCER_REGS = 40;
+[[maybe_unused]] constexpr int CONSUMER_REGS = 232;
+
+static_assert(WG_ROWS == 64 || WG_ROWS == 128, "BM / CONSUMERS must be 64 or 128");
+static_assert(M_ITERS * BN / 2 <= 128, "accumulators exceed 128 registers per thread");
+static_assert(BN == 64 || BN == 128 || BN == 256, "BN must be 64, 128 or 256");
+static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
+static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong needs two consumer warpgroups");
+static_assert(B_SLICE % 8 == 0, "multicast slice must be whole 8-row swizzle groups");
+}  // namespace hgw_cfg
+
+#if HGW_DEVICE_OK
+namespace hgw {
+using namespace hgw_cfg;
+
+// Tile index -> (m block, n block), grouped raster: GROUP_M cluster-rows of tiles sweep N together.
+// With clusters the unit of M is a cluster (CLUSTER_M blocks); the CTA adds its rank.
+__device__ __forceinline__ void tile_coords(int tile, int m_units, int n_blocks, int& mu, int& nb) {
+  const int per_group = GROUP_M * n_blocks;
+  const int group = tile / per_group;
+  const int first = group * GROUP_M;
+  const int rows = min(m_units - first, GROUP_M);
+  const int in_group = tile - group * per_group;
+  mu = first + in_group % rows;
+  nb = in_group / rows;
+}
+
+// Consumer epilogue: fp32 accumulators -> fp16, rows [row0, row0 + WG_ROWS) of the tile.
+__device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half* C, const CUtensorMap* tmC,
+                                           uint8_t* c_smem, int row0, int col0, int N, int wg_thread, int wg) {
+  const int warp = wg_thread / 32, lane = wg_thread % 32;
+#if HG_EPILOGUE
+  // Staging buffer of this warpgroup: BN/64 panels of WG_ROWS rows x 128 bytes, 128-byte swizzled
+  // (16-byte chunk index XOR row % 8) exactly as TMA expects for SWIZZLE_128B.
+  uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
+  if (wg_thread == 0) tma_store_wait_read();  // previous tile's store has finished reading buf
+  named_bar_sync(1 + wg, 128);
+#pragma unroll
+  for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = mi * 64 + warp * 16 + lane / 4 + h * 8;
+        const int c = j * 8 + (lane % 4) * 2;
+        const int panel = c / 64, chunk = (c % 64) / 8;
+        const int off = panel * WG_ROWS * 128 + r * 128 + ((chunk ^ (r % 8)) * 16) + (c % 8) * 2;
+        *reinterpret_cast<__half2*>(buf + off) = __floats2half2_rn(acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
+      }
+    }
+  }
+  fence_proxy_async_smem();
+  named_bar_sync(1 + wg, 128);
+  if (wg_thread == 0) {
+#pragma unroll
+    for (int p = 0; p < BN / 64; ++p) tma_store_2d(tmC, smem_u32(buf + p * WG_ROWS * 128), col0 + p * 64, row0);
+    tma_store_commit();
+  }
+#else
+  (void)tmC;
+  (void)c_smem;
+  (void)wg;
+#pragma unroll
+  for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = row0 + mi * 64 + warp * 16 + lane / 4 + h * 8;
+        const int c = col0 + j * 8 + (lane % 4) * 2;
+        *reinterpret_cast<__half2*>(C + static_cast<size_t>(r) * N + c) =
+            __floats2half2_rn(acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
+      }
+    }
+  }
+#endif
+}
+
+}  // namespace hgw
+#endif  // HGW_DEVICE_OK
+
+__global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
+    hgemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
+                       const __grid_constant__ CUtensorMap tmC, __half* C, int M, int N, int K) {
+#if HGW_DEVICE_OK
+  using namespace hgw;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const uint32_t sA = smem_u32(smem);
+  const uint32_t sB = sA + OFF_B;
+  const uint32_t full_bar = sA + OFF_BAR;
+  const uint32_t empty_bar = full_bar + STAGES * 8;
+  // Ping-pong: order_bar + 8*c opens consumer c's next mainloop once the other consumer has
+  // waited on every ring slot of the preceding tile. Without it a consumer that skipped ahead
+  // could take a slot's phase from two rounds earlier for its own.
+  const uint32_t order_bar = empty_bar + STAGES * 8;
+
+  const int wg = threadIdx.x / 128;
+  const int wg_thread = threadIdx.x % 128;
+  const uint32_t rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;
+
+  if (threadIdx.x == 0) {
+    tma_prefetch_desc(&tmA);
+    tma_prefetch_desc(&tmB);
+    if (HG_EPILOGUE) tma_prefetch_desc(&tmC);
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full_bar + 8 * s, 1);
+      // Every consumer warp that reads the slot, in every CTA of the cluster, frees it (the slot
+      // receives multicast data from all of them).
+      mbar_init(empty_bar + 8 * s, SLOT_READERS);
+    }
+    mbar_init(order_bar, 4);
+    mbar_init(order_bar + 8, 4);
+    mbar_init_fence();
+  }
+  if (CLUSTER_M > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
+
+  const int m_units = M / (BM * CLUSTER_M);
+  const int n_blocks = N / BN;
+  const int tiles = m_units * n_blocks;
+  const int k_blocks = K / BK;
+  const int cluster_id = blockIdx.x / CLUSTER_M;
+  const int cluster_count = gridDim.x / CLUSTER_M;
+
+  if (wg == 0) {
+    // ---------------- producer ----------------
+    if (CONSUMERS == 2) regs_dealloc<PRODUCER_REGS>();  // one consumer fits the launch budget
+    if (wg_thread == 0) {
+      int s = 0;
+      uint32_t phase = 0;
+      for (int tile = cluster_id; tile < tiles; tile += cluster_count) {
+        int mu, nb;
+        tile_coords(tile, m_units, n_blocks, mu, nb);
+        const int m0 = (mu * CLUSTER_M + rank) * BM;
+        const int n0 = nb * BN;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbar_wait(empty_bar + 8 * s, phase ^ 1);
+          const uint32_t fb = full_bar + 8 * s;
+          mbar_arrive_expect_tx(fb, A_BYTES + B_BYTES);
+          tma_load_2d(sA + s * A_BYTES, &tmA, fb, kb * BK, m0);
+#if HG_CLUSTER_M > 1
+          tma_load_2d_multicast(sB + s * B_BYTES + rank * B_SLICE * 128, &tmB, fb, kb * BK, n0 + rank * B_SLICE,
+                                static_cast<uint16_t>((1u << CLUSTER_M) - 1));
+#else
+          tma_load_2d(sB + s * B_BYTES, &tmB, fb, kb * BK, n0);
+#endif
+          if (++s == STAGES) {
+            s = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+    __syncwarp();
+  } else {
+    // ---------------- consumers ----------------
+    if (CONSUMERS == 2) regs_alloc<CONSUMER_REGS>();
+    const int cw = wg - 1;
+    float acc[M_ITERS][BN / 2];
+    int it = 0;  // ring position: k-blocks of this CTA's tile sequence seen so far
+    int local = 0;
+    uint32_t order_phase = 0;
+    for (int tile = cluster_id; tile < tiles; tile += cluster_count, ++local) {
+      if (PINGPONG && (local & 1) != cw) {  // the other consumer's tile
+        it += k_blocks;
+        continue;
+      }
+      int mu, nb;
+      tile_coords(tile, m_units, n_blocks, mu, nb);
+      const int m0 = (mu * CLUSTER_M + rank) * BM;
+      const int n0 = nb * BN;
+      int prev = -1;
+      if (PINGPONG && local > 0) {
+        mbar_wait(order_bar + 8 * cw, order_phase);
+        order_phase ^= 1;
+      }
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(full_bar + 8 * s, static_cast<uint32_t>(it / STAGES) & 1);
+#pragma unroll
+        for (int mi = 0; mi < M_ITERS; ++mi)
+#pragma unroll
+          for (int i = 0; i < BN / 2; ++i) reg_fence(acc[mi][i]);
+        wgmma_fence();
+        const uint32_t a_base = sA + s * A_BYTES + (PINGPONG ? 0 : cw * WG_ROWS) * 128;
+        const uint32_t b_base = sB + s * B_BYTES;
+#pragma unroll
+        for (int k = 0; k < BK / 16; ++k) {
+          const uint64_t db = smem_desc_k128(b_base) + 2 * k;
+#pragma unroll
+          for (int mi = 0; mi < M_ITERS; ++mi) {
+            const uint64_t da = smem_desc_k128(a_base + mi * 64 * 128) + 2 * k;
+            wgmma_m64k16<BN>(acc[mi], da, db, (kb > 0 || k > 0) ? 1 : 0);
+          }
+        }
+        wgmma_commit();
+#pragma unroll
+        for (int mi = 0; mi < M_ITERS; ++mi)
+#pragma unroll
+          for (int i = 0; i < BN / 2; ++i) reg_fence(acc[mi][i]);
+        // Keep one wgmma group in flight; the slot read by the previous group is free now.
+        wgmma_wait<1>();
+        if (prev >= 0 && (wg_thread % 32) == 0) {
+#if HG_CLUSTER_M > 1
+          for (uint32_t c = 0; c < CLUSTER_M; ++c) mbar_arrive_cluster(empty_bar + 8 * prev, c);
+#else
+          mbar_arrive(empty_bar + 8 * prev);
+#endif
+        }
+        prev = s;
+      }
+      if (PINGPONG && (wg_thread % 32) == 0) mbar_arrive(order_bar + 8 * (1 - cw));
+      wgmma_wait<0>();
+#pragma unroll
+      for (int mi = 0; mi < M_ITERS; ++mi)
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) reg_fence(acc[mi][i]);
+      if (prev >= 0 && (wg_thread % 32) == 0) {
+#if HG_CLUSTER_M > 1
+        for (uint32_t c = 0; c < CLUSTER_M; ++c) mbar_arrive_cluster(empty_bar + 8 * prev, c);
+#else
+        mbar_arrive(empty_bar + 8 * prev);
+#endif
+      }
+      store_tile(acc, C, &tmC, smem + OFF_C, m0 + (PINGPONG ? 0 : cw * WG_ROWS), n0, N, wg_thread, cw);
+    }
+#if HG_EPILOGUE
+    if (wg_thread == 0) tma_store_wait_all();
+#endif
+  }
+#if HG_CLUSTER_M > 1
+  // No CTA may exit while a peer can still multicast into its shared memory or arrive on its barriers.
+  cluster_sync();
+#endif
+#else
+  (void)M;
+  (void)N;
+  (void)K;
+  (void)C;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  if (fn == nullptr) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+#else
+    cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
+#endif
+    if (e == cudaSuccess && q == cudaDriverEntryPointSuccess) fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }
+  return fn;
+}
+
+// Row-major rows x cols fp16 matrix, boxes of box_rows x 64 columns, 128-byte swizzle.
+bool make_map(CUtensorMap* map, const void* ptr, int rows, int cols, int box_rows) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = encode_fn();
+  if (encode == nullptr) return false;
+  cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
+  cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(ptr), dims, strides, box, estr,
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+bool hopper_device(int* sms) {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+  if (sms != nullptr && cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return false;
+  return major == 9;
+}
+
+bool shape_ok(int M, int N, int K) {
+  using namespace hgw_cfg;
+  return M > 0 && N > 0 && K > 0 && M % (BM * CLUSTER_M) == 0 && N % BN == 0 && K % BK == 0;
+}
+
+}  // namespace
+
+extern "C" int hgemm_supports(int M, int N, int K) { return shape_ok(M, N, K) && hopper_device(nullptr) ? 1 : 0; }
+
+extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __half* C, int M, int N, int K,
+                         void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  using namespace hgw_cfg;
+  (void)B;
+  (void)workspace;
+  (void)workspace_bytes;
+  int sms = 0;
+  if (!hopper_device(&sms)) return static_cast<int>(cudaErrorNotSupported);
+  if (!shape_ok(M, N, K)) return static_cast<int>(cudaErrorInvalidValue);
+  CUtensorMap tmA, tmB, tmC;
+  if (!make_map(&tmA, A, M, K, BM) || !make_map(&tmB, Bt, N, K, B_SLICE) || !make_map(&tmC, C, M, N, WG_ROWS))
+    return static_cast<int>(cudaErrorInvalidValue);
+  cudaError_t e = cudaFuncSetAttribute(hgemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  const int tiles = (M / BM) * (N / BN);  // CTA tiles; a multiple of CLUSTER_M
+  cudaLaunchConfig_t cfg = {};
+  cfg.blockDim = dim3(THREADS, 1, 1);
+  cfg.dynamicSmemBytes = SMEM_BYTES;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CLUSTER_M;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int grid = tiles;
+  if (HG_PERSISTENT) {
+    int slots = sms;  // CTAs that can be resident at once
+    if (CLUSTER_M > 1) {
+      // Co-resident clusters depend only on this kernel and the device: query once per device.
+      static int active_clusters[64] = {};
+      int dev = 0;
+      cudaGetDevice(&dev);
+      int clusters = dev < 64 ? active_clusters[dev] : 0;
+      if (clusters == 0) {
+        cfg.gridDim = dim3(tiles, 1, 1);
+        if (cudaOccupancyMaxActiveClusters(&clusters, hgemm_wgmma_kernel, &cfg) != cudaSuccess) {
+          cudaGetLastError();  // a failed query must not be reported as a launch error
+          clusters = 0;
+        }
+        if (clusters > 0 && dev < 64) active_clusters[dev] = clusters;
+      }
+      if (clusters > 0) slots = clusters * CLUSTER_M;
+    }
+    if (grid > slots) grid = slots - slots % CLUSTER_M;
+  }
+  cfg.gridDim = dim3(grid, 1, 1);
+  e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, M, N, K);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  return static_cast<int>(cudaGetLastError());
+}

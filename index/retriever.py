@@ -1,0 +1,200 @@
+"""`Retriever`: what the agent asks the index — similar shapes' best kernels, nearby attempts, text search.
+
+Invariants:
+- The first query syncs the index with the archive (rebuilding a missing or stale cache, appending new
+  records); `sync()` does it again on demand. Results always come from the archive's current rows.
+- `similar_shapes` returns, for the k distinct ranked shapes nearest in shape-feature space (the query
+  shape itself first when the archive has it), the best kernel per mode with its speedups.
+- `history` returns attempts on this and nearby shapes, failures included, nearest first then newest,
+  each with its attempt text and NCU metrics.
+- Without an embedding model the index is shape-only; `search_text` then ranks attempt texts by shared
+  words instead of embeddings, with a warning.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+from evaluator.errors import validate_shape
+from evaluator.paths import state_dir
+from evaluator.record import MODES
+from index.embed import load_model
+from index.features import DEFAULT_SM_COUNT, shapes_matrix
+from index.store import IndexStore
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9.+\-]*")
+
+
+class Retriever:
+    def __init__(self, archive: Any, gpu_sm_count: int = DEFAULT_SM_COUNT, path: Path | None = None):
+        self.archive = archive
+        self.sm_count = int(gpu_sm_count or DEFAULT_SM_COUNT)
+        self.store = IndexStore(archive, Path(path) if path else state_dir("index"), self.sm_count)
+        self._synced = False
+        self._shapes: dict[str | None, tuple[list[tuple[int, int, int]], faiss.Index]] = {}
+
+    # ----- keeping up with the archive -----------------------------------------------------------------
+
+    def sync(self) -> dict[str, Any]:
+        """Bring the index up to date with the archive (rebuild when stale). Returns what happened."""
+        summary = self.store.ensure()
+        self._synced = True
+        self._shapes.clear()
+        return summary
+
+    def rebuild(self) -> dict[str, Any]:
+        summary = self.store.rebuild()
+        self._synced = True
+        self._shapes.clear()
+        return summary
+
+    def _ready(self) -> None:
+        if not self._synced:
+            self.sync()
+
+    @property
+    def text_mode(self) -> bool:
+        return self.store.text_mode
+
+    # ----- similar shapes ------------------------------------------------------------------------------
+
+    def _shape_index(self, gpu: str | None) -> tuple[list[tuple[int, int, int]], faiss.Index]:
+        if gpu not in self._shapes:
+            sql = "SELECT DISTINCT M, N, K FROM evaluations WHERE ranked = 1" + (
+                " AND gpu = ?" if gpu else ""
+            )
+            shapes = [tuple(r) for r in self.archive.execute(sql, (gpu,) if gpu else ())]
+            idx = faiss.IndexFlatL2(shapes_matrix([]).shape[1])
+            if shapes:
+                idx.add(shapes_matrix(shapes, self.sm_count))
+            self._shapes[gpu] = (shapes, idx)
+        return self._shapes[gpu]
+
+    def similar_shapes(
+        self, M: int, N: int, K: int, gpu: str | None = None, k: int = 5
+    ) -> list[dict[str, Any]]:
+        """Best kernels of the k nearest ranked shapes: hash, family, params, source, shape, per-mode
+        speedup_best / median_us / best_baseline, and the shape distance."""
+        validate_shape(M, N, K)
+        self._ready()
+        shapes, idx = self._shape_index(gpu)
+        if not shapes:
+            return []
+        q = self.store.query_vector(M, N, K)[:, : idx.d]
+        dist, nos = idx.search(q, min(k, len(shapes)))
+        out = []
+        for d, n in zip(dist[0], nos[0]):
+            if n < 0:
+                continue
+            sM, sN, sK = shapes[n]
+            per_mode = {m: self.archive.best(sM, sN, sK, gpu=gpu, mode=m) for m in MODES}
+            lead = per_mode.get("offline") or next(v for v in per_mode.values() if v)
+            out.append(
+                {
+                    "kernel_hash": lead["kernel"],
+                    "family": lead["family"],
+                    "params": lead["params"],
+                    "proposer": lead["proposer"],
+                    "source": lead["source"],
+                    "M": sM,
+                    "N": sN,
+                    "K": sK,
+                    "gpu": lead["gpu"],
+                    "distance": float(d),
+                    "speedup_best": {m: b["speedup_best"] for m, b in per_mode.items() if b},
+                    "median_us": {m: b["median_us"] for m, b in per_mode.items() if b},
+                    "best_baseline": {m: b["best_baseline"] for m, b in per_mode.items() if b},
+                    "kernel_by_mode": {m: b["kernel"] for m, b in per_mode.items() if b},
+                }
+            )
+        return out
+
+    # ----- attempts near a shape -----------------------------------------------------------------------
+
+    def history(self, M: int, N: int, K: int, gpu: str | None = None, k: int = 10) -> list[dict[str, Any]]:
+        """Attempts (failures included) on this and the nearest shapes, with attempt text and NCU metrics."""
+        validate_shape(M, N, K)
+        self._ready()
+        want = k * (8 if gpu else 2)
+        hits = self.store.search_attempts(self.store.query_vector(M, N, K), want)
+        return self._attempts(hits, gpu, k)
+
+    def query(
+        self, M: int, N: int, K: int, text: str, gpu: str | None = None, k: int = 10
+    ) -> list[dict[str, Any]]:
+        """Attempts near a shape AND a description (both halves of the vector); shape-only without a model."""
+        validate_shape(M, N, K)
+        self._ready()
+        vec = self._embed_query(text)
+        hits = self.store.search_attempts(self.store.query_vector(M, N, K, vec), k * (8 if gpu else 2))
+        return self._attempts(hits, gpu, k)
+
+    def _attempts(self, hits: list[tuple[int, float]], gpu: str | None, k: int) -> list[dict[str, Any]]:
+        found = self.archive.records_by_id([i for i, _ in hits])
+        out = []
+        for rid, d in sorted(hits, key=lambda h: (round(h[1], 4), -h[0])):
+            row = found.get(rid)
+            if row is None or (gpu and row["gpu"] != gpu):
+                continue
+            row["distance"] = d
+            row["kernel_hash"] = row["kernel"]
+            row["text"] = self.store.text_for(rid)
+            out.append(row)
+            if len(out) >= k:
+                break
+        return out
+
+    # ----- text search ---------------------------------------------------------------------------------
+
+    def _embed_query(self, text: str) -> np.ndarray | None:
+        if not self.store.text_mode or load_model() is None:
+            return None
+        return self.store.embedder.embed([text])[0]
+
+    def search_text(self, query: str, k: int = 10) -> list[dict[str, Any]]:
+        """Attempts whose description best matches `query` (embedding similarity; word overlap without a model)."""
+        self._ready()
+        vec = self._embed_query(query)
+        if vec is not None:
+            text_hits = self.store.search_texts(vec, k)
+        else:
+            warnings.warn("no embedding model: text search falls back to word overlap", stacklevel=2)
+            text_hits = self._word_overlap(query, k)
+        hits: list[tuple[int, float]] = []
+        for number, score in text_hits:
+            for rid in self.store.records_for_text(number):
+                hits.append((rid, score))
+                if len(hits) >= k:
+                    break
+            if len(hits) >= k:
+                break
+        found = self.archive.records_by_id([i for i, _ in hits])
+        out = []
+        for rid, score in hits:
+            row = found.get(rid)
+            if row is None:
+                continue
+            row["score"] = score
+            row["kernel_hash"] = row["kernel"]
+            row["text"] = self.store.text_for(rid)
+            out.append(row)
+        return out
+
+    def _word_overlap(self, query: str, k: int) -> list[tuple[int, float]]:
+        words = set(_WORD.findall(query.lower()))
+        if not words:
+            return []
+        scored = []
+        for n, text in enumerate(self.store.text_list):
+            have = set(_WORD.findall(text.lower()))
+            s = len(words & have) / len(words)
+            if s > 0:
+                scored.append((n, s))
+        scored.sort(key=lambda x: -x[1])
+        return scored[:k]

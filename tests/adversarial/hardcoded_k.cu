@@ -1,0 +1,23 @@
+// CHEAT: written for one shape: the reduction length is the compile-time K=128, not the K argument (no hgemm_supports)
+// EXPECT: incorrect
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+constexpr int TUNED_K = 128;
+
+__global__ void gemm_fixed_k(const __half* A, const __half* B, __half* C, int M, int N, int K) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y * blockDim.y + threadIdx.y;
+    if (m >= M || n >= N) return;
+    float acc = 0.f;
+#pragma unroll 16
+    for (int k = 0; k < TUNED_K; ++k)
+        acc += __half2float(A[(size_t)m * K + k]) * __half2float(B[(size_t)k * N + n]);
+    C[(size_t)m * N + n] = __float2half(acc);
+}
+
+extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __half* C, int M, int N, int K,
+                         void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+    if (K < TUNED_K) return (int)cudaErrorInvalidValue;  // never reads past the inputs
+    gemm_fixed_k<<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16), 0, stream>>>(A, B, C, M, N, K);
+    return (int)cudaGetLastError();
+}

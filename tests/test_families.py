@@ -1,0 +1,178 @@
+"""Our own kernel families (mma_ms, mma_splitk, small): parameter spaces, constraint checks,
+default parameters, self-contained rendering, and real nvcc builds for sm_90a and sm_80."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from evaluator.kernels import FAMILIES, all_families, get_family
+from evaluator.kernels.inline import inline_includes
+from evaluator.record import GpuInfo
+
+OURS = ("mma_ms", "mma_splitk", "small")
+SHAPES = [
+    (64, 64, 64),
+    (200, 136, 264),
+    (512, 128, 8192),
+    (1024, 1024, 1024),
+    (4096, 4096, 4096),
+    (256, 256, 512),
+]
+A100 = GpuInfo(
+    name="A100", cc="8.0", driver="x", sm_count=108, l2_bytes=40 << 20, smem_per_block_optin=163 * 1024
+)
+
+BIG = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 4, "RASTER": 8}
+SMALL = {"BM": 32, "BN": 32, "WARPS_M": 1, "WARPS_N": 2, "WARPS_K": 2}
+
+
+def test_registry_holds_our_families():
+    assert set(OURS) <= set(FAMILIES)
+    assert [f.name for f in all_families()] == list(FAMILIES)
+    for name in OURS:
+        assert get_family(name).name == name
+    with pytest.raises(KeyError, match="unknown kernel family 'nope'"):
+        get_family("nope")
+
+
+@pytest.mark.parametrize("name", OURS)
+def test_space_is_well_formed(name):
+    fam = get_family(name)
+    assert fam.space and fam.description
+    for key, values in fam.space.items():
+        assert key.isupper() and values, key
+        assert all(isinstance(v, int) and v > 0 for v in values), key
+        assert list(values) == sorted(set(values)), key
+
+
+@pytest.mark.parametrize("name", OURS)
+def test_check_rejects_unknown_missing_and_out_of_space(name):
+    fam = get_family(name)
+    good = fam.default_params(1024, 1024, 1024)
+    assert fam.check(good, 1024, 1024, 1024) is None
+    assert "unknown parameter" in fam.check({**good, "BOGUS": 1}, 1024, 1024, 1024)
+    first = next(iter(good))
+    missing = {k: v for k, v in good.items() if k != first}
+    assert "missing parameters" in fam.check(missing, 1024, 1024, 1024)
+    assert "not in" in fam.check({**good, "BM": 48}, 1024, 1024, 1024)
+    assert "multiple of 8" in fam.check(good, 1024, 1024, 1020)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"BM": 32, "WARPS_M": 4}, "not a multiple of 16x16"),
+        ({"BM": 256, "BN": 256, "WARPS_M": 1, "WARPS_N": 1}, "accumulators per thread"),
+        ({"BM": 256, "BN": 256, "WARPS_M": 4, "WARPS_N": 4}, "registers per thread"),
+        ({"BK": 64}, "registers per thread"),  # 64x64 warp tile: BK=64 spills
+        ({"BM": 256, "BN": 64, "BK": 64, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 6}, "shared memory"),
+    ],
+)
+def test_mma_check_reasons(change, reason):
+    assert reason in get_family("mma_ms").check({**BIG, **change}, 4096, 4096, 4096)
+
+
+def test_shared_memory_limit_follows_the_gpu():
+    fam = get_family("mma_ms")
+    p = {**BIG, "BM": 256, "BN": 64, "WARPS_M": 4, "BK": 64, "STAGES": 5}  # 200 KiB of pipeline
+    assert fam.check(p, 4096, 4096, 4096) is None  # Hopper's 227 KB by default
+    assert "exceeds 166912 B" in fam.check(p, 4096, 4096, 4096, A100)
+
+
+def test_splitk_checks_workspace_and_k_tiles():
+    fam = get_family("mma_splitk")
+    p = {**BIG, "SPLIT_K": 4}
+    assert fam.check(p, 1024, 1024, 4096) is None
+    assert "workspace" in fam.check(p, 4096, 4096, 4096)
+    assert "exceeds the 2 K tiles" in fam.check(p, 256, 256, 64)
+    assert "not in" in fam.check({**p, "SPLIT_K": 1}, 1024, 1024, 4096)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"BM": 16, "WARPS_M": 2}, "16..64 rows"),
+        ({"BM": 128, "WARPS_M": 1}, "16..64 rows"),
+        ({"BM": 128, "BN": 128, "WARPS_M": 4, "WARPS_N": 4, "WARPS_K": 8}, "threads per block"),
+        ({"BM": 128, "BN": 128, "WARPS_M": 4, "WARPS_N": 2, "WARPS_K": 4}, "registers per thread"),
+    ],
+)
+def test_small_check_reasons(change, reason):
+    assert reason in get_family("small").check({**SMALL, **change}, 256, 256, 512)
+
+
+@pytest.mark.parametrize("name", OURS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_default_params_are_valid(name, shape):
+    fam = get_family(name)
+    params = fam.default_params(*shape)
+    reason = fam.check(params, *shape)
+    if name == "mma_splitk" and shape == (4096, 4096, 4096):
+        assert "workspace" in reason  # split-K partials of a 4096^2 output cannot fit 64 MiB
+    else:
+        assert reason is None, reason
+
+
+def test_default_tiles_follow_the_shape():
+    ms = get_family("mma_ms")
+    assert ms.default_params(4096, 4096, 4096)["BM"] * ms.default_params(4096, 4096, 4096)["BN"] >= 128 * 128
+    assert ms.default_params(64, 64, 64)["BM"] <= 32
+    sk = get_family("mma_splitk").default_params(512, 128, 8192)
+    assert (512 // sk["BM"]) * (128 // sk["BN"]) * sk["SPLIT_K"] >= 100  # about a wave of CTAs
+    sm = get_family("small").default_params(256, 256, 512)
+    assert sm["WARPS_K"] > 1  # long K relative to the tile: spread over warps
+
+
+@pytest.mark.parametrize("name", OURS)
+def test_render_is_self_contained(name):
+    fam = get_family(name)
+    params = fam.default_params(200, 136, 264)
+    src = fam.render(params)
+    assert not re.search(r'#\s*include\s*"', src)
+    assert "#pragma once" not in src
+    for key, value in params.items():
+        assert f"#define HG_{key} {value}\n" in src
+    assert 'extern "C" int hgemm_run(' in src and 'extern "C" int hgemm_supports(' in src
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in src
+    assert src.count("begin mma_common.cuh") == 1
+
+
+def test_inline_includes_leaves_system_headers_and_inlines_once():
+    text = '#include <cuda_fp16.h>\n#include "mma_common.cuh"\n#include "mma_common.cuh"\n'
+    out = inline_includes(text)
+    assert out.startswith("#include <cuda_fp16.h>\n")
+    assert out.count("hg_mma16816(") == 1
+    assert "mma_common.cuh already inlined" in out
+
+
+# -------------------------------------------------------------------------------- real nvcc builds
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+
+BUILDS = [
+    ("mma_ms", (4096, 4096, 4096)),
+    ("mma_splitk", (512, 128, 8192)),
+    ("small", (256, 256, 512)),
+]
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_defaults_build_for_hopper_and_ampere_without_spills():
+    from evaluator.compile import compile_sources
+
+    sources = [get_family(name).render(get_family(name).default_params(*shape)) for name, shape in BUILDS]
+    results = compile_sources(sources, archs=("sm_90a", "sm_80"), jobs=2)
+    for (name, _), res in zip(BUILDS, results, strict=True):
+        assert res.ok, f"{name}: {res.failure_kind}: {res.message}\n{res.log[-2000:]}"
+        archs = {k.arch for k in res.kernels}
+        assert {"sm_90a", "sm_80"} <= archs, archs
+        for k in res.kernels:
+            assert k.registers is not None and k.registers <= 255, (name, k)
+            assert not k.spill_stores and not k.spill_loads, (name, k)
+        main = max(res.kernels, key=lambda k: k.registers or 0)
+        if name == "mma_ms":
+            assert main.registers > 128  # a 64x64 warp tile keeps 128 fp32 accumulators in registers

@@ -1,0 +1,149 @@
+"""The analytic model ranks configurations sensibly: split-K for long thin K, small tiles for
+tiny shapes, enough CTAs to fill the GPU for big shapes, wgmma over mma.sync on Hopper, and
+refuses configurations that cannot launch."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from agent.model import ctas_per_sm, gpu_peaks, predict, predict_us, tile_of
+from evaluator.record import GpuInfo
+
+H100 = GpuInfo("NVIDIA H100 80GB HBM3", "9.0", "570", 132, 50 * 2**20, 227 * 1024)
+H200 = GpuInfo("NVIDIA H200", "9.0", "570", 132, 60 * 2**20, 227 * 1024)
+A100 = GpuInfo("NVIDIA A100-SXM4-80GB", "8.0", "570", 108, 40 * 2**20, 163 * 1024)
+
+MMA_SPACE = {
+    "BM": (32, 64, 128, 256),
+    "BN": (32, 64, 128, 256),
+    "BK": (32, 64),
+    "WARPS_M": (1, 2, 4),
+    "WARPS_N": (1, 2, 4),
+    "STAGES": (2, 3, 4),
+    "RASTER": (1, 8),
+    "SPLIT_K": (1, 2, 4, 8, 16),
+}
+
+
+def configs(space, **fixed):
+    names = sorted(space)
+    for values in itertools.product(*(space[n] for n in names)):
+        p = dict(zip(names, values))
+        if (
+            all(p[k] == v for k, v in fixed.items())
+            and p["BM"] // p["WARPS_M"] >= 16
+            and p["BN"] // p["WARPS_N"] >= 8
+        ):
+            yield p
+
+
+def best(M, N, K, gpu=H100, family="mma_ms", **fixed):
+    ranked = sorted(configs(MMA_SPACE, **fixed), key=lambda p: predict_us(family, p, M, N, K, gpu))
+    return ranked[0], predict(family, ranked[0], M, N, K, gpu)
+
+
+def test_split_k_wins_for_long_k_small_mn():
+    p, pred = best(512, 128, 8192)
+    assert p["SPLIT_K"] > 1
+    _, no_split = best(512, 128, 8192, SPLIT_K=1)
+    assert pred.us * 1.5 < no_split.us
+
+
+def test_no_split_k_for_large_square():
+    p, _ = best(4096, 4096, 4096)
+    assert p["SPLIT_K"] == 1
+
+
+def test_small_tiles_for_tiny_shape():
+    p, pred = best(64, 64, 64)
+    assert p["BM"] * p["BN"] <= 64 * 64
+    big = dict(p, BM=128, BN=128, WARPS_M=2, WARPS_N=2)
+    assert predict_us("mma_ms", big, 64, 64, 64, H100) > pred.us
+    assert pred.us < 5.0  # a launch, not a computation
+
+
+def test_big_shapes_fill_the_gpu():
+    for shape in [(4096, 4096, 4096), (8192, 8192, 1024), (2048, 2048, 8192)]:
+        _, pred = best(*shape)
+        assert pred.tiles >= 0.9 * H100.sm_count, shape
+        assert pred.padded_fraction == 1.0
+
+
+def test_wave_quantisation_penalises_one_extra_tile():
+    p = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 4, "RASTER": 8, "SPLIT_K": 1}
+    full = predict("mma_ms", p, 128 * 12, 128 * 11, 4096, H100)  # 132 tiles: one per SM
+    extra = predict("mma_ms", p, 128 * 19, 128 * 7, 4096, H100)  # 133 tiles: one SM runs two
+    assert full.tiles == 132 and extra.tiles == 133
+    assert extra.busiest_sm_tiles == 2
+    assert extra.compute_us > 1.5 * full.compute_us  # one more tile than SMs: the busiest SM does two
+
+
+def test_tile_padding_counts_as_waste():
+    p = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 4, "RASTER": 1, "SPLIT_K": 1}
+    pred = predict("mma_ms", p, 130, 130, 1024, H100)
+    assert pred.padded_fraction == pytest.approx(130 * 130 / (256 * 256))
+
+
+def test_wgmma_beats_mma_on_hopper_and_cannot_run_on_ampere():
+    wg = {
+        "BM": 128,
+        "BN": 256,
+        "STAGES": 3,
+        "CONSUMERS": 2,
+        "GROUP_M": 8,
+        "PERSISTENT": 1,
+        "EPILOGUE": 1,
+        "CLUSTER_M": 1,
+    }
+    mma = {"BM": 128, "BN": 256, "BK": 32, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 4, "RASTER": 8, "SPLIT_K": 1}
+    assert predict_us("wgmma_ws", wg, 4096, 4096, 4096, H100) < 0.8 * predict_us(
+        "mma_ms", mma, 4096, 4096, 4096, H100
+    )
+    assert math.isinf(predict_us("wgmma_ws", wg, 4096, 4096, 4096, A100))
+
+
+def test_unlaunchable_configurations_are_infinite():
+    too_much_smem = {"BM": 256, "BN": 256, "BK": 64, "WARPS_M": 4, "WARPS_N": 4, "STAGES": 4, "SPLIT_K": 1}
+    assert tile_of("mma_ms", too_much_smem).smem_bytes > H100.smem_per_block_optin
+    assert math.isinf(predict_us("mma_ms", too_much_smem, 1024, 1024, 1024, H100))
+    spills = {"BM": 256, "BN": 256, "BK": 32, "WARPS_M": 1, "WARPS_N": 4, "STAGES": 2, "SPLIT_K": 1}
+    assert ctas_per_sm(tile_of("mma_ms", spills), H100) == 0
+    assert math.isinf(predict_us("mma_ms", spills, 1024, 1024, 1024, H100))
+
+
+def test_occupancy_from_shared_memory_and_threads():
+    p = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3}
+    t = tile_of("mma_ms", p)
+    assert t.threads == 128 and t.smem_bytes == 3 * (128 * 32 + 32 * 128) * 2
+    by_smem = (227 * 1024 + 1024) // (t.smem_bytes + 1024)
+    by_regs = 65536 // (-(-t.regs_per_thread // 8) * 8 * t.threads)
+    assert ctas_per_sm(t, H100) == min(by_smem, by_regs, 2048 // 128)
+    assert ctas_per_sm(tile_of("mma_ms", dict(p, STAGES=2)), H100) >= ctas_per_sm(t, H100)
+
+
+def test_monotone_in_k_and_faster_memory_helps_memory_bound_shapes():
+    p = {"BM": 64, "BN": 64, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 4, "RASTER": 1, "SPLIT_K": 1}
+    times = [predict_us("mma_ms", p, 1024, 1024, k, H100) for k in (256, 1024, 4096, 16384)]
+    assert times == sorted(times)
+    assert gpu_peaks(H200).hbm_bps > gpu_peaks(H100).hbm_bps
+    memory_bound = (16384, 64, 16384)
+    assert predict_us("mma_ms", p, *memory_bound, H200) < predict_us("mma_ms", p, *memory_bound, H100)
+
+
+def test_small_family_geometry():
+    p = {"BM": 32, "BN": 32, "WARPS_M": 1, "WARPS_N": 1, "WARPS_K": 4}
+    t = tile_of("small", p)
+    assert t.threads == 128 and t.bk == 128 and t.direct
+    assert t.smem_bytes == 3 * 32 * 32 * 4
+    assert predict_us("small", p, 64, 64, 64, H100) < 5.0
+
+
+def test_parameter_names_are_case_insensitive():
+    upper = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3}
+    lower = {k.lower(): v for k, v in upper.items()}
+    assert predict_us("mma_ms", upper, 2048, 2048, 2048, H100) == predict_us(
+        "mma_ms", lower, 2048, 2048, 2048, H100
+    )

@@ -1,0 +1,192 @@
+"""Sweeps: report writing (JSON, Markdown, PNG) on synthetic rows, and whole sweeps with the
+template proposer, the stand-in evaluator and a real archive, including resume and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import typer
+from standin import StandinEvaluator
+from typer.testing import CliRunner
+
+from agent import sweep
+from agent.sweep import read_grid, row_from_record, run_sweep, summarize, write_report
+from evaluator.record import BASELINES, EvalRecord, ModeResult, Stats
+
+
+def stats(us: float) -> Stats:
+    return Stats(median_us=us, p10_us=us, p90_us=us, n=10)
+
+
+def record(M, N, K, cand_us: float, base_us: float) -> EvalRecord:
+    rec = EvalRecord(kernel_hash=f"{M:04x}{N:04x}{K:08x}", M=M, N=N, K=K, gpu="H100 test", stage="full")
+    rec.compiled = rec.correct = True
+    for mode, scale in (("offline", 1.0), ("server", 1.2)):
+        baselines = {b: stats(base_us * scale * (1 + 0.01 * i)) for i, b in enumerate(BASELINES)}
+        rec.modes[mode] = ModeResult(mode, stats(cand_us * scale), baselines, floor_us=1.0).finish(M, N, K)
+    return rec
+
+
+@pytest.fixture
+def rows():
+    return [
+        row_from_record(64, 64, 64, record(64, 64, 64, 4.0, 5.0), family="small", gpu_seconds=1.5, evals=10),
+        row_from_record(
+            1024, 1024, 1024, record(1024, 1024, 1024, 20.0, 18.0), family="mma_ms", gpu_seconds=3.0, evals=20
+        ),
+        row_from_record(
+            8192,
+            8192,
+            8192,
+            record(8192, 8192, 8192, 1500.0, 1650.0),
+            family="wgmma",
+            gpu_seconds=9.5,
+            evals=30,
+        ),
+        row_from_record(512, 128, 8192, None, gpu_seconds=2.0, evals=8),
+    ]
+
+
+def test_rows_carry_times_and_speedups(rows):
+    r = rows[0]
+    assert r["offline_us"] == 4.0 and r["server_us"] == pytest.approx(4.8)
+    assert r["offline_speedup_best"] == pytest.approx(5.0 / 4.0)
+    assert r["offline_best_baseline"] == BASELINES[0]
+    assert set(r["offline_speedup"]) == set(BASELINES)
+    assert rows[3]["status"] == "no_kernel" and rows[3]["offline_us"] is None
+
+
+def test_summary(rows):
+    s = summarize(rows)
+    expected = math.exp((math.log(5 / 4) + math.log(18 / 20) + math.log(1650 / 1500)) / 3)
+    assert s["offline"]["geomean_speedup_best"] == pytest.approx(expected)
+    assert s["server"]["geomean_speedup_best"] == pytest.approx(expected)  # same ratios, scaled times
+    assert s["offline"]["worst"] == {"M": 1024, "N": 1024, "K": 1024, "speedup_best": pytest.approx(0.9)}
+    assert s["offline"]["share_below_1"] == pytest.approx(
+        2 / 4
+    )  # the slower shape and the one without a kernel
+    assert s["no_kernel"] == 1
+    assert s["gpu_seconds"] == pytest.approx(16.0) and s["gpu_seconds_per_shape"] == pytest.approx(4.0)
+    assert s["evals"] == 68
+
+
+def test_write_report(tmp_path, rows):
+    paths = write_report(rows, tmp_path / "out", "unit")
+    data = json.loads(paths["json"].read_text())
+    assert data["name"] == "unit" and len(data["rows"]) == 4
+    assert data["summary"]["offline"]["geomean_speedup_best"] == pytest.approx(
+        summarize(rows)["offline"]["geomean_speedup_best"]
+    )
+    md = paths["md"].read_text()
+    assert "| offline |" in md and "| server |" in md
+    assert "| 8192 | 8192 | 8192 |" in md and "wgmma" in md
+    assert "1 shape(s) ended without a correct full-stage kernel" in md
+    png = paths["png"].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_read_grid(tmp_path):
+    f = tmp_path / "g.txt"
+    f.write_text("# header\n64 64 64\n\n128 256 512  # note\n")
+    assert read_grid(f) == [(64, 64, 64), (128, 256, 512)]
+    f.write_text("64 64\n")
+    from evaluator.errors import BadInput
+
+    with pytest.raises(BadInput):
+        read_grid(f)
+
+
+def test_committed_grid100_is_what_the_script_writes():
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("grid100", root / "bench" / "grid100.py")
+    grid100 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(grid100)
+    shapes = grid100.choose()
+    assert (root / "bench" / "grid100.txt").read_text() == grid100.render(shapes)
+    assert read_grid(root / "bench" / "grid100.txt") == shapes
+    assert len(set(shapes)) == 100
+    assert {grid100.decade(s) for s in shapes} == set(range(5, 13))  # every FLOP decade of the grid
+
+
+def test_sweep_runs_and_resumes():
+    from archive import Archive
+
+    shapes = [(256, 256, 256), (512, 128, 2048)]
+    archive = Archive()
+    evaluator = StandinEvaluator()
+    rows = run_sweep(shapes, evaluator=evaluator, archive=archive, budget_evals=14, progress=False)
+    assert [(r["M"], r["N"], r["K"]) for r in rows] == shapes
+    for r in rows:
+        assert r["status"] == "optimized"
+        assert r["offline_speedup_best"] > 0 and r["server_speedup_best"] > 0
+        assert 0 < r["evals"] <= 14
+        assert r["gpu_seconds"] == pytest.approx(0.01 * r["evals"])  # the stand-in's eval_seconds per record
+        assert r["model_spearman"] is None or -1.0 <= r["model_spearman"] <= 1.0
+    calls = len(evaluator.calls)
+
+    again = run_sweep(shapes, evaluator=evaluator, archive=archive, budget_evals=14, progress=False)
+    assert len(evaluator.calls) == calls  # nothing evaluated: both shapes resumed from the archive
+    for before, after in zip(rows, again, strict=True):
+        assert after["status"] == "resumed"
+        assert after["kernel"] == before["kernel"]
+        assert after["offline_us"] == pytest.approx(before["offline_us"])
+        assert after["evals"] == before["evals"]
+
+    fresh = run_sweep(
+        shapes[:1], evaluator=evaluator, archive=archive, budget_evals=10, resume=False, progress=False
+    )
+    assert fresh[0]["status"] == "optimized" and len(evaluator.calls) > calls
+    archive.close()
+
+
+def test_sweep_command(tmp_path, monkeypatch):
+    import agent.commands
+
+    monkeypatch.setattr(agent.commands, "open_evaluator", lambda: StandinEvaluator())
+    monkeypatch.setenv("HGEMM_EMBEDDER", "none")  # the real index, by shape features only
+    grid = tmp_path / "mini.txt"
+    grid.write_text("# two shapes\n128 128 128\n256 512 256\n")
+    app = typer.Typer()
+    sweep.register(app)
+    app.command("noop")(lambda: None)  # a second command keeps typer's sub-command parsing
+    out = tmp_path / "results"
+    result = CliRunner().invoke(
+        app, ["sweep", "--grid", str(grid), "--budget-evals", "10", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "mini.json").read_text())
+    assert [(r["M"], r["N"], r["K"]) for r in data["rows"]] == [(128, 128, 128), (256, 512, 256)]
+    assert (out / "mini.md").exists() and (out / "mini.png").exists()
+    assert "geomean speedup" in result.output
+
+
+def test_model_rank_correlation_is_spearman():
+    from agent.proposer import Candidate
+    from agent.sweep import model_rank_correlation
+    from evaluator.kernels import FAMILIES
+
+    gpu = StandinEvaluator().gpu_info()
+    shape = (1024, 1024, 1024)
+    from agent.model import predict_us
+
+    fam = FAMILIES["mma_ms"]
+    configs = [
+        dict(fam.default_params(*shape, gpu), BM=bm, BN=bn) for bm in (32, 64, 128) for bn in (64, 128)
+    ]
+    configs = [p for p in configs if fam.check(p, *shape, gpu) is None]
+    results = []
+    for p in configs:
+        c = Candidate(source=fam.render(p), proposer="template", family="mma_ms", params=p)
+        rec = record(*shape, predict_us(fam, p, *shape, gpu), 10.0)
+        rec.stage = "quick"
+        results.append((c, rec))
+    assert model_rank_correlation(results, *shape, gpu) == pytest.approx(1.0)  # times in model order
+    for c, r in results:
+        r.modes["offline"].candidate.median_us = 1.0 / predict_us(fam, c.params, *shape, gpu)
+    assert model_rank_correlation(results, *shape, gpu) == pytest.approx(-1.0)
+    assert model_rank_correlation(results[:3], *shape, gpu) is None

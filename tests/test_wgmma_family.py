@@ -1,0 +1,183 @@
+"""The Hopper "wgmma" family without a GPU: parameter checks, defaults, rendering, and real nvcc builds.
+
+The compile tests build two configurations for sm_90a and sm_80 (about 3 s each) and read ptxas'
+report (no spills) and, where cuobjdump is available, the sm_90a SASS (HGMMA, TMA, setmaxnreg).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluator.kernels.wgmma_family import FAMILIES, HOPPER_SMEM_OPTIN, SPACE, inline_includes, shared_bytes
+from evaluator.record import GpuInfo
+from evaluator.static_check import check_source
+
+FAMILY = FAMILIES["wgmma"]
+H100 = GpuInfo(name="NVIDIA H100 80GB HBM3", cc="9.0", driver="x", sm_count=132, l2_bytes=50 << 20,
+               smem_per_block_optin=HOPPER_SMEM_OPTIN)  # fmt: skip
+A100 = GpuInfo(
+    name="NVIDIA A100", cc="8.0", driver="x", sm_count=108, l2_bytes=40 << 20, smem_per_block_optin=166912
+)
+B200 = GpuInfo(
+    name="NVIDIA B200", cc="10.0", driver="x", sm_count=148, l2_bytes=126 << 20, smem_per_block_optin=232448
+)
+SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 4096), (512, 4096, 4096), (16384, 4096, 256)]
+BIG = {
+    "bm": 128,
+    "bn": 256,
+    "stages": 3,
+    "consumers": 2,
+    "group_m": 8,
+    "persistent": 1,
+    "epilogue": 1,
+    "cluster_m": 1,
+    "pingpong": 0,
+}
+NVCC_FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
+              "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_80,code=sm_80"]  # fmt: skip
+
+
+def test_family_is_registered_for_hopper_only():
+    assert FAMILY.name == "wgmma" and FAMILY.min_cc == 9.0
+    assert set(FAMILY.space) == set(SPACE)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_default_params_are_valid_for_standard_shapes(shape):
+    params = FAMILY.default_params(*shape, H100)
+    assert params is not None
+    assert FAMILY.check(params, *shape, H100) is None
+    assert shared_bytes(params) <= HOPPER_SMEM_OPTIN
+
+
+def test_default_params_none_when_nothing_divides():
+    assert FAMILY.default_params(1000, 1000, 1000, H100) is None
+
+
+def test_default_prefers_enough_tiles_for_small_m():
+    # 512 x 4096 with 128x256 tiles is 64 tiles for 132 SMs: the default must pick a narrower tile.
+    params = FAMILY.default_params(512, 4096, 4096, H100)
+    assert (512 // params["bm"]) * (4096 // params["bn"]) >= 128
+
+
+@pytest.mark.parametrize(
+    ("change", "shape", "needle"),
+    [
+        ({}, (1000, 4096, 4096), "M=1000 not a multiple"),
+        ({}, (4096, 4000, 4096), "N=4000 not a multiple of bn=256"),
+        ({}, (4096, 4096, 4000), "K=4000 not a multiple of 64"),
+        ({"cluster_m": 2}, (128 * 3, 4096, 4096), "bm*cluster_m=256"),
+        ({"stages": 4}, (4096, 4096, 4096), "shared memory"),
+        ({"bm": 256}, (4096, 4096, 4096), "accumulator registers"),
+        ({"bm": 256, "consumers": 1}, (4096, 4096, 4096), "must be 64 or 128"),
+        ({"pingpong": 1, "consumers": 1}, (4096, 4096, 4096), "pingpong needs consumers=2"),
+        ({"pingpong": 1}, (4096, 4096, 4096), "256 accumulator registers"),
+        ({"stages": 9}, (4096, 4096, 4096), "stages=9 not in"),
+        ({"warp_tile": 2}, (4096, 4096, 4096), "unknown parameter warp_tile"),
+    ],
+)
+def test_check_rejects_with_a_reason(change, shape, needle):
+    reason = FAMILY.check({**BIG, **change}, *shape, H100)
+    assert reason is not None and needle in reason
+
+
+def test_check_rejects_missing_parameter():
+    params = dict(BIG)
+    del params["group_m"]
+    assert "missing parameters ['group_m']" in FAMILY.check(params, 4096, 4096, 4096, H100)
+
+
+@pytest.mark.parametrize("gpu", [A100, B200])
+def test_check_rejects_non_hopper_gpus(gpu):
+    reason = FAMILY.check(BIG, 4096, 4096, 4096, gpu)
+    assert reason is not None and ("compute capability" in reason or "shared memory" in reason)
+
+
+def test_shared_bytes_counts_ring_epilogue_and_barriers():
+    ring = 3 * (128 * 64 * 2 + 256 * 64 * 2)
+    assert shared_bytes(BIG) == ring + 128 * 256 * 2 + (2 * 3 + 2) * 8 + 1024
+    assert shared_bytes({**BIG, "epilogue": 0}) == ring + (2 * 3 + 2) * 8 + 1024
+    # Ping-pong: each consumer stages a whole 128 x 128 tile.
+    pp = {**BIG, "bn": 128, "stages": 4, "pingpong": 1}
+    assert shared_bytes(pp) == 4 * (2 * 128 * 64 * 2) + 2 * 128 * 128 * 2 + (2 * 4 + 2) * 8 + 1024
+
+
+def test_render_is_self_contained_and_passes_static_check():
+    source = FAMILY.render(BIG)
+    assert not re.search(r'#\s*include\s+"', source), "a local include was left in the rendered source"
+    assert "#pragma once" not in source
+    for key, value in BIG.items():
+        assert f"#define HG_{key.upper()} {value}\n" in source
+    assert 'extern "C" int hgemm_run(' in source and 'extern "C" int hgemm_supports(' in source
+    assert "wgmma.mma_async" in source and "cp.async.bulk.tensor" in source
+    assert check_source(source) == []
+
+
+def test_inline_includes_inlines_each_file_once():
+    text = inline_includes('#include "wgmma_ptx.cuh"\n#include "wgmma_ptx.cuh"\nint x;\n')
+    assert text.count("begin wgmma_ptx.cuh") == 1 and text.count("wgmma_m64n256k16(float* d") == 1
+
+
+def _cuobjdump() -> str | None:
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    candidate = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidate = candidate / "site-packages" / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    return str(candidate) if candidate.exists() else None
+
+
+COMPILE_CASES = {
+    # The most code: persistent, TMA-store epilogue, 2x1 cluster with multicast, 128x128 tiles.
+    "cluster_tma_epilogue": {**BIG, "bn": 128, "stages": 6, "cluster_m": 2},
+    # The other paths: direct-store epilogue, one consumer, not persistent, 64-wide tiles.
+    "one_consumer_direct": {**BIG, "bn": 64, "stages": 4, "consumers": 1, "persistent": 0, "epilogue": 0},
+    # Ping-pong consumers, each with a whole 128x128 tile (two m64 blocks) and its own staging tile.
+    "pingpong": {**BIG, "bn": 128, "stages": 4, "pingpong": 1},
+}
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize("case", sorted(COMPILE_CASES))
+def test_compiles_for_sm90a_and_sm80(case, tmp_path):
+    params = COMPILE_CASES[case]
+    assert FAMILY.check(params, 4096, 4096, 4096, H100) is None
+    cu = tmp_path / "k.cu"
+    cu.write_text(FAMILY.render(params))
+    so = tmp_path / "k.so"
+    proc = subprocess.run(
+        ["nvcc", *NVCC_FLAGS, str(cu), "-o", str(so)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = proc.stderr
+    assert "for 'sm_90a'" in log and "for 'sm_80'" in log
+    assert "warning" not in log.lower(), log
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert spills and all(s == ("0", "0") for s in spills), log
+    sm90 = log.split("for 'sm_90a'")[1].split("Compiling entry")[0]
+    regs = int(re.search(r"Used (\d+) registers", sm90).group(1))
+    assert regs <= (168 if params["consumers"] == 2 else 255)
+
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found: built and ptxas-checked, SASS not inspected")
+    env_path = str(Path(tool).parent) + ":" + __import__("os").environ.get("PATH", "")
+    sass = subprocess.run([tool, "--dump-sass", "--gpu-architecture", "sm_90a", str(so)], capture_output=True,
+                          text=True, env={"PATH": env_path}, timeout=120)  # fmt: skip
+    assert sass.returncode == 0, sass.stderr
+    text = sass.stdout
+    wgmma_n = params["bn"]
+    assert f"HGMMA.64x{wgmma_n}x16.F32" in text
+    assert "UTMALDG.2D" in text
+    if params["cluster_m"] == 2:
+        assert "UTMALDG.2D.MULTICAST" in text
+    if params["epilogue"]:
+        assert "UTMASTG.2D" in text
+    if params["consumers"] == 2:
+        assert "USETMAXREG.DEALLOC" in text and "USETMAXREG.TRY_ALLOC" in text

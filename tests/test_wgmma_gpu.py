@@ -1,0 +1,40 @@
+"""The Hopper "wgmma" family on a real GPU: every bench configuration is correct on two small shapes.
+
+Uses the standalone harness of bench/check_wgmma.py (nvcc -> ctypes, torch fp32 reference, NaN-filled
+output so unwritten elements fail). Skipped without a GPU; skipped on a GPU that is not compute
+capability 9.x, where the family's hgemm_supports must say 0.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+
+def _bench_module():
+    path = Path(__file__).resolve().parents[1] / "bench" / "check_wgmma.py"
+    spec = importlib.util.spec_from_file_location("check_wgmma", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_all_configs_correct_on_small_shapes():
+    import torch
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma kernels need a compute capability 9.x GPU")
+    bench = _bench_module()
+    # 2048 x 4096 x 512: 256+ tiles, so persistent CTAs take several and the ring wraps across
+    # tiles; 256 x 1024 x 64: a single k-block per tile.
+    rows = bench.run_raw([(2048, 4096, 512), (256, 1024, 64)])
+    ran = [r for r in rows if r["status"] != "skip"]
+    assert len(ran) >= len(bench.CONFIGS), rows
+    bad = [
+        (r["config"], r["M"], r["N"], r["K"], r["status"], r["message"]) for r in ran if r["status"] != "ok"
+    ]
+    assert not bad, bad
