@@ -274,8 +274,10 @@ class TemplateProposer:
                 taken.add(k)
                 chosen.append(opt)
 
-        if first:  # the first batch: the nearest shapes' winners, then every family's best-ranked option
+        if first:  # the first batch: the nearest shapes' winners, each family's default, its best-ranked option
             for opt in [o for o in ranked if o.origin == "retrieved"][: max(1, n // 4)]:
+                take(opt)
+            for opt in [o for o in ranked if o.origin == "default"]:
                 take(opt)
             by_family: dict[str, _Option] = {}
             for opt in ranked:
