@@ -26,14 +26,8 @@ app = typer.Typer(
 def _register() -> None:
     from importlib import import_module
 
-    for module in ("evaluator.cli", "archive.cli", "index.cli", "agent.commands", "agent.sweep"):
-        try:
-            mod = import_module(module)
-        except ModuleNotFoundError as e:  # a room not built yet
-            if e.name != module:
-                raise
-            continue
-        mod.register(app)
+    for module in ("evaluator.cli", "agent.commands", "agent.sweep", "archive.cli", "index.cli"):
+        import_module(module).register(app)
 
 
 _register()
