@@ -20,15 +20,34 @@ def _gpu_clause(gpu: str | None, alias: str = "e") -> tuple[str, list[Any]]:
     return (f" AND {alias}.gpu = ?", [gpu]) if gpu else ("", [])
 
 
+def _ranked_gpus(conn: sqlite3.Connection, M: int, N: int, K: int, mode: str) -> list[str | None]:
+    """The GPUs with ranked rows of a shape: a skip-scan of the ranking index, one probe per GPU."""
+    base = "SELECT gpu FROM evaluations WHERE mode = ? AND ranked = 1 AND M = ? AND N = ? AND K = ?"
+    out: list[str | None] = []
+    if conn.execute(base + " AND gpu IS NULL LIMIT 1", (mode, M, N, K)).fetchone():
+        out.append(None)
+    row = conn.execute(base + " AND gpu IS NOT NULL ORDER BY gpu LIMIT 1", (mode, M, N, K)).fetchone()
+    while row is not None:
+        out.append(row[0])
+        row = conn.execute(base + " AND gpu > ? ORDER BY gpu LIMIT 1", (mode, M, N, K, row[0])).fetchone()
+    return out
+
+
 def best(
     conn: sqlite3.Connection, M: int, N: int, K: int, gpu: str | None, mode: str, limit: int = 1
 ) -> list[dict[str, Any]]:
-    g, gp = _gpu_clause(gpu)
+    """The `limit` best ranked rows of a shape. Per GPU the ranking index yields them in order (no sort);
+    across GPUs (gpu None) the per-GPU leaders are merged."""
     sql = (
         f"SELECT e.*, {KERNEL_COLS} FROM evaluations e JOIN kernels k ON k.hash = e.kernel "
-        f"WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? AND e.K = ?{g} ORDER BY {ORDER} LIMIT ?"
+        f"WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? AND e.K = ? AND e.gpu IS ? "
+        f"ORDER BY {ORDER} LIMIT ?"
     )
-    return [to_dict(r) for r in conn.execute(sql, [mode, M, N, K, *gp, limit])]
+    gpus = [gpu] if gpu else _ranked_gpus(conn, M, N, K, mode)
+    found = [r for g in gpus for r in conn.execute(sql, [mode, M, N, K, g, limit])]
+    if len(gpus) > 1:
+        found.sort(key=lambda r: (-r["speedup_best"], r["median_us"], r["id"]))
+    return [to_dict(r) for r in found[:limit]]
 
 
 def leaderboard(

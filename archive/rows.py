@@ -7,6 +7,8 @@ one `evaluations` row per timed mode of that record; a record with no timed mode
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
 from typing import Any
@@ -20,13 +22,45 @@ def dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def fingerprint(record: EvalRecord) -> str:
-    return hashlib.sha256(dumps(record.to_dict()).encode()).hexdigest()
+def _plain(value: Any) -> Any:
+    """What `dataclasses.asdict` makes of a record's field value, without its generic deep copies."""
+    if type(value) in _ATOMS:
+        return value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    fields = _FIELDS.get(type(value))
+    if fields is None:
+        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+            return copy.deepcopy(value)
+        fields = _FIELDS.setdefault(type(value), tuple(f.name for f in dataclasses.fields(value)))
+    return {name: _plain(getattr(value, name)) for name in fields}
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def record_dict(record: EvalRecord) -> dict[str, Any]:
+    """`record.to_dict()`, equal to it in every case, several times faster (the insert path's hot spot)."""
+    return _plain(record)
+
+
+def record_json(record: EvalRecord) -> str:
+    """The record's canonical JSON: stored in `records.record`, hashed for the fingerprint."""
+    return dumps(record_dict(record))
+
+
+def fingerprint(record: EvalRecord, text: str | None = None) -> str:
+    """sha256 of the canonical JSON (`text` when the caller has it already)."""
+    return hashlib.sha256((text if text is not None else record_json(record)).encode()).hexdigest()
 
 
 def record_row(record: EvalRecord, run_id: int | None) -> dict[str, Any]:
+    text = record_json(record)
     return {
-        "fingerprint": fingerprint(record),
+        "fingerprint": fingerprint(record, text),
         "kernel": record.kernel_hash,
         "M": record.M,
         "N": record.N,
@@ -39,7 +73,7 @@ def record_row(record: EvalRecord, run_id: int | None) -> dict[str, Any]:
         "failure_kind": record.failure_kind,
         "failure_message": record.failure_message,
         "run_id": run_id,
-        "record": dumps(record.to_dict()),
+        "record": text,
         "created": record.created,
     }
 

@@ -13,7 +13,12 @@ Invariants: every configuration passes the family's `check` before it is compile
 configuration does not support is reported as "skip" with the reason, never silently dropped.
 Meant to finish in under 4 minutes on one H100.
 
-Usage: python bench/check_wgmma.py [--raw] [--out bench/results/wgmma.json] [--shapes 1024x1024x1024,...]
+`--sweep` adds, per shape, a generated set of tile / consumer / split-K / cluster variants (see
+`sweep_configs`), so one run can pick the measured best configuration for each shape class;
+`--configs a,b` keeps only the named configurations.
+
+Usage: python bench/check_wgmma.py [--raw] [--sweep] [--configs simple,tma_epi] [--out bench/results/wgmma.json]
+       [--shapes 1024x1024x1024,...]
 """
 
 from __future__ import annotations
@@ -55,7 +60,62 @@ CONFIGS: dict[str, dict] = {
     "one_consumer": {**_BASE, "consumers": 1, "bn": 128, "stages": 5},
     "pingpong": {**_BASE, "bn": 128, "stages": 4, "pingpong": 1},
     "pingpong64": {**_BASE, "bm": 64, "bn": 256, "stages": 4, "pingpong": 1},
+    "cluster_256": {**_BASE, "bn": 256, "stages": 3, "cluster_m": 2},
+    "splitk4": {**_BASE, "bn": 128, "stages": 6, "epilogue": 0, "split_k": 4},
+    "m64_splitk8": {**_BASE, "bm": 64, "consumers": 1, "bn": 128, "stages": 8, "epilogue": 0, "split_k": 8},
 }
+SMS = 132
+
+
+def best_stages(params: dict, shape: tuple[int, int, int], most: int = 8) -> dict | None:
+    """`params` with the deepest ring (<= most) that passes the family check, or None."""
+    for stages in range(most, 1, -1):
+        candidate = {**params, "stages": stages}
+        if FAMILY.check(candidate, *shape) is None:
+            return candidate
+    return None
+
+
+def sweep_configs(shape: tuple[int, int, int], limit: int = 24) -> dict[str, dict]:
+    """Generated variants for one shape: (bm, consumers) x bn x split_k with a sensible unit count,
+    plus ping-pong and 2x1-cluster variants of the no-split tiles. Names encode the parameters."""
+    M, N, K = shape
+    out: dict[str, dict] = {}
+    for bm, consumers in ((64, 1), (128, 1), (128, 2)):
+        for bn in (64, 128, 256):
+            if M % bm or N % bn:
+                continue
+            tiles = (M // bm) * (N // bn)
+            for split in FAMILY.space["split_k"]:
+                units = tiles * split
+                few = units < 0.75 * SMS and split < 16  # tiny grids: only the deep splits
+                if split > 1 and (tiles >= 2 * SMS or few or units > 8 * SMS):
+                    continue
+                params = {**_BASE, "bm": bm, "consumers": consumers, "bn": bn, "split_k": split,
+                          "epilogue": 1 if split == 1 else 0}  # fmt: skip
+                params = best_stages(params, shape)
+                if params is None:
+                    continue
+                out[f"b{bm}x{bn}c{consumers}s{split}"] = params
+                if split == 1 and consumers == 2 and bm == 128:
+                    pp = best_stages({**params, "pingpong": 1}, shape)
+                    if pp is not None:
+                        out[f"b{bm}x{bn}pp"] = pp
+                    cl = best_stages({**params, "cluster_m": 2}, shape)
+                    if cl is not None and M >= 1024 and N >= 1024:
+                        out[f"b{bm}x{bn}cl2"] = cl
+
+    # Keep the variants whose unit count fills the GPU best (fewest idle SM slots in the last wave).
+    def waste(item):
+        p = item[1]
+        units = (M // p["bm"]) * (N // p["bn"]) * p["split_k"]
+        waves = -(-units // SMS)
+        return (waves * SMS - units) / (waves * SMS) + 0.02 * (p["split_k"] > 1) * p["split_k"] ** 0.5
+
+    ranked = sorted(out.items(), key=waste)[:limit]
+    return dict(ranked)
+
+
 NVCC_FLAGS = [
     "-O3", "-std=c++17", "--expt-relaxed-constexpr",
     "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_80,code=sm_80",
@@ -63,16 +123,29 @@ NVCC_FLAGS = [
 ]  # fmt: skip
 
 
-def configs_for(shape: tuple[int, int, int]) -> list[tuple[str, dict | None, str | None]]:
-    """(name, params, skip reason) for each named config and the shape's default."""
+def configs_for(
+    shape: tuple[int, int, int], names: list[str] | None = None, sweep: bool = False
+) -> list[tuple[str, dict | None, str | None]]:
+    """(name, params, skip reason) for each named config (or those in `names`), the shape's default,
+    and with `sweep` the generated variants."""
     out = []
     default = FAMILY.default_params(*shape)
-    for name, params in [*CONFIGS.items(), ("default", default)]:
+    named = [(n, p) for n, p in CONFIGS.items() if names is None or n in names]
+    extra = list(sweep_configs(shape).items()) if sweep else []
+    nopdl = [("default_nopdl", default)] if default is not None and default.get("split_k", 1) > 1 else []
+    for name, params in [*named, ("default", default), *nopdl, *extra]:
         if params is None:
             out.append((name, None, "no valid default for this shape"))
         else:
             out.append((name, params, FAMILY.check(params, *shape)))
     return out
+
+
+def source_for(name: str, params: dict) -> str:
+    """Rendered kernel; a name ending in `_nopdl` also turns off programmatic dependent launch of the
+    split-K reduction (a template switch, not a family parameter) to measure what PDL buys."""
+    source = FAMILY.render(params)
+    return "#define HG_PDL 0\n" + source if name.endswith("_nopdl") else source
 
 
 def tflops(shape: tuple[int, int, int], us: float | None) -> float | None:
@@ -83,21 +156,31 @@ def tflops(shape: tuple[int, int, int], us: float | None) -> float | None:
 # ---------------------------------------------------------------------------------------------
 # Evaluator back end
 # ---------------------------------------------------------------------------------------------
-def run_evaluator(shapes) -> list[dict]:
+def run_evaluator(shapes, names=None, sweep=False, meta=None, out: Path | None = None) -> list[dict]:
+    """Evaluate on the GPU; with `out`, rewrite the JSON after every shape (a cut-off run keeps its rows)."""
     from evaluator.local import LocalEvaluator
 
     rows = []
     with LocalEvaluator() as ev:
+        if meta is not None:
+            info = ev.gpu_info()
+            meta.update(gpu=info.name, cc=info.cc, driver=info.driver, sm_count=info.sm_count)
         for shape in shapes:
             todo = []
-            for name, params, reason in configs_for(shape):
+            seen: set[str] = set()
+            for name, params, reason in configs_for(shape, names, sweep):
+                source = source_for(name, params) if params is not None and not reason else None
+                if source is not None and source in seen:
+                    continue  # the same kernel under another name
+                if source is not None:
+                    seen.add(source)
                 if reason:
                     rows.append(row(name, params, shape, status="skip", message=reason))
                 else:
                     todo.append((name, params))
             if not todo:
                 continue
-            recs = ev.evaluate([FAMILY.render(p) for _, p in todo], *shape, stage="quick", modes=("offline",))
+            recs = ev.evaluate([source_for(n, p) for n, p in todo], *shape, stage="quick", modes=("offline",))
             for (name, params), rec in zip(todo, recs):
                 us = rec.median_us("offline") if rec.correct else None
                 rows.append(
@@ -106,6 +189,16 @@ def run_evaluator(shapes) -> list[dict]:
                         speedup=rec.speedup_best("offline") if rec.correct else None,
                         max_rel_err=getattr(rec, "max_rel_err", None))
                 )  # fmt: skip
+            best = max((r for r in rows if r["M"] == shape[0] and r["N"] == shape[1] and r["K"] == shape[2]
+                        and r["speedup"]), key=lambda r: r["speedup"], default=None)  # fmt: skip
+            if best:
+                print(f"{shape}: best {best['config']} {best['median_us']:.1f} us speedup {best['speedup']:.3f}",
+                      flush=True)  # fmt: skip
+            if out is not None:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(
+                    json.dumps({"backend": "evaluator", **(meta or {}), "partial": True, "rows": rows})
+                )
     return rows
 
 
@@ -146,7 +239,7 @@ def time_us(fn, stream, iters: int = 30, warmup: int = 5) -> float:
     return statistics.median(times)
 
 
-def run_raw(shapes) -> list[dict]:
+def run_raw(shapes, names=None, sweep=False) -> list[dict]:
     import torch
 
     rows: list[dict] = []
@@ -154,11 +247,12 @@ def run_raw(shapes) -> list[dict]:
     workspace = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
     with tempfile.TemporaryDirectory(prefix="check_wgmma_") as tmp:
         for shape in shapes:
-            rows += raw_shape(shape, libs, Path(tmp), workspace)
+            rows += raw_shape(shape, libs, Path(tmp), workspace, names, sweep)
     return rows
 
 
-def raw_shape(shape: tuple[int, int, int], libs: dict[str, tuple], tmp: Path, workspace) -> list[dict]:
+def raw_shape(shape: tuple[int, int, int], libs: dict[str, tuple], tmp: Path, workspace, names=None,
+              sweep=False) -> list[dict]:  # fmt: skip
     """Check and time every configuration on one shape against torch (fp32 reference, cuBLAS timing)."""
     import torch
 
@@ -172,11 +266,11 @@ def raw_shape(shape: tuple[int, int, int], libs: dict[str, tuple], tmp: Path, wo
     scale = ref.abs().max().item()
     cublas_us = time_us(lambda: torch.matmul(A, B), stream)
     rows = []
-    for name, params, reason in configs_for(shape):
+    for name, params, reason in configs_for(shape, names, sweep):
         if reason:
             rows.append(row(name, params, shape, status="skip", message=reason))
             continue
-        source = FAMILY.render(params)
+        source = source_for(name, params)
         if source not in libs:
             so, log = compile_so(source, tmp, f"k{len(libs)}")
             libs[source] = (load_lib(so) if so else None, log)
@@ -242,15 +336,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--shapes", default=None, help="comma-separated MxNxK list (default: the five standard shapes)"
     )
+    ap.add_argument(
+        "--sweep", action="store_true", help="add generated tile/split-K/cluster variants per shape"
+    )
+    ap.add_argument("--configs", default=None, help="comma-separated named configs to keep (default: all)")
+    ap.add_argument(
+        "--quiet-skips", action="store_true", help="leave skipped configurations out of the table"
+    )
     args = ap.parse_args(argv)
     shapes = parse_shapes(args.shapes)
+    names = args.configs.split(",") if args.configs else None
     started = time.time()
-    rows = run_raw(shapes) if args.raw else run_evaluator(shapes)
-    print_table(rows)
+    meta: dict = {}
+    if args.raw:
+        rows = run_raw(shapes, names, args.sweep)
+    else:
+        rows = run_evaluator(shapes, names, args.sweep, meta, Path(args.out))
+    print_table([r for r in rows if not (args.quiet_skips and r["status"] == "skip")])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     backend = "raw" if args.raw else "evaluator"
-    out.write_text(json.dumps({"backend": backend, "seconds": time.time() - started, "rows": rows}, indent=1))
+    doc = {"backend": backend, **meta, "date": time.strftime("%Y-%m-%d"), "seconds": time.time() - started,
+           "rows": rows}  # fmt: skip
+    out.write_text(json.dumps(doc, indent=1))
     print(f"wrote {out} ({len(rows)} rows, {time.time() - started:.0f} s)", file=sys.stderr)
     bad = [r for r in rows if r["status"] not in ("ok", "skip")]
     return 1 if bad else 0

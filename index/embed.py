@@ -6,7 +6,8 @@ Invariants:
 - `HGEMM_EMBEDDER=none` (or a model that cannot load, with a warning) gives `None`: callers fall back to
   shape-only vectors.
 - Vectors are float32, unit length. The cache (`<state root>/index/embeddings.db`) maps sha256(model, text)
-  to the vector, so a text is embedded once per machine however many attempts share it.
+  to the vector, so a text is embedded once per machine however many attempts share it. Search queries
+  are embedded one forward pass each, remembered in memory only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 TEXT_DIM = 384
+QUERY_MEMO = 256  # query vectors remembered per process
 
 _lock = threading.Lock()
 _model = None
@@ -55,6 +57,58 @@ def load_model():
         return _model
 
 
+def _encode_one(model, text: str) -> np.ndarray:
+    vec = model.encode([text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    return vec[0].astype(np.float32)
+
+
+_query_fn = None
+_query_failed = False
+
+
+def query_encoder():
+    """A function embedding one text about twice as fast as `model.encode` on a small CPU: the model's
+    transformer traced and frozen once (TorchScript), then mean pooling and normalisation. Built on
+    first use and checked against `model.encode` on probe texts; None (use `encode`) if either fails."""
+    global _query_fn, _query_failed
+    model = load_model()
+    if model is None:
+        return None
+    with _lock:
+        if _query_fn is not None or _query_failed:
+            return _query_fn
+        try:
+            import torch
+
+            tokenizer, bert = model.tokenizer, model[0].auto_model.eval()
+            limit = model.max_seq_length
+
+            def ids(text: str) -> tuple:
+                b = tokenizer([text], return_tensors="pt", truncation=True, max_length=limit)
+                return b["input_ids"], b["attention_mask"]
+
+            with torch.inference_mode():
+                traced = torch.jit.freeze(
+                    torch.jit.trace(bert, ids("probe text"), strict=False, check_trace=False)
+                )
+
+            def encode(text: str) -> np.ndarray:
+                with torch.inference_mode():
+                    out = traced(*ids(text))
+                    hidden = out["last_hidden_state"] if isinstance(out, dict) else out[0]
+                    vec = torch.nn.functional.normalize(hidden.mean(dim=1), dim=1)[0]
+                return vec.numpy().astype(np.float32)
+
+            probes = ("a", "wgmma kernel with TMA loads, " * 12 + "failed: illegal memory access")
+            for p in probes:
+                if not np.allclose(encode(p), _encode_one(model, p), atol=1e-4):
+                    raise ValueError("traced encoder disagrees with the model")
+            _query_fn = encode
+        except Exception:  # any tracing problem: the plain (slower) path stays correct
+            _query_failed = True
+        return _query_fn
+
+
 def text_key(text: str) -> str:
     return hashlib.sha256(f"{MODEL_NAME}\n{text}".encode()).hexdigest()
 
@@ -66,6 +120,7 @@ class Embedder:
         self.cache_path = cache_path
         self.batch_size = batch_size
         self._conn: sqlite3.Connection | None = None
+        self._queries: dict[str, np.ndarray] = {}
 
     @property
     def available(self) -> bool:
@@ -113,6 +168,21 @@ class Embedder:
         if not texts:
             return np.zeros((0, TEXT_DIM), dtype=np.float32)
         return np.stack([found[k] for k in keys]).astype(np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One query's unit vector: a single forward pass, kept in a small in-process memo and never
+        written to the cache file (queries are not attempt texts; persisting each would cost a commit)."""
+        vec = self._queries.get(text)
+        if vec is None:
+            model = load_model()
+            if model is None:
+                raise RuntimeError("no embedding model")
+            fast = query_encoder()
+            vec = fast(text) if fast is not None else _encode_one(model, text)
+            if len(self._queries) >= QUERY_MEMO:
+                self._queries.pop(next(iter(self._queries)))
+            self._queries[text] = vec
+        return vec
 
     def close(self) -> None:
         if self._conn is not None:

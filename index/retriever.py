@@ -25,7 +25,7 @@ from evaluator.errors import validate_shape
 from evaluator.paths import state_dir
 from evaluator.record import MODES
 from index.embed import load_model
-from index.features import DEFAULT_SM_COUNT, shapes_matrix
+from index.features import DEFAULT_SM_COUNT, shape_features, shapes_matrix
 from index.store import IndexStore
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9.+\-]*")
@@ -86,7 +86,7 @@ class Retriever:
         shapes, idx = self._shape_index(gpu)
         if not shapes:
             return []
-        q = self.store.query_vector(M, N, K)[:, : idx.d]
+        q = shape_features(M, N, K, self.sm_count).reshape(1, -1)
         dist, nos = idx.search(q, min(k, len(shapes)))
         out = []
         for d, n in zip(dist[0], nos[0]):
@@ -121,9 +121,7 @@ class Retriever:
         """Attempts (failures included) on this and the nearest shapes, with attempt text and NCU metrics."""
         validate_shape(M, N, K)
         self._ready()
-        want = k * (8 if gpu else 2)
-        hits = self.store.search_attempts(self.store.query_vector(M, N, K), want)
-        return self._attempts(hits, gpu, k)
+        return self._attempts(self.store.search_attempts(M, N, K, k, gpu=gpu))
 
     def query(
         self, M: int, N: int, K: int, text: str, gpu: str | None = None, k: int = 10
@@ -132,22 +130,20 @@ class Retriever:
         validate_shape(M, N, K)
         self._ready()
         vec = self._embed_query(text)
-        hits = self.store.search_attempts(self.store.query_vector(M, N, K, vec), k * (8 if gpu else 2))
-        return self._attempts(hits, gpu, k)
+        return self._attempts(self.store.search_attempts(M, N, K, k, text_vec=vec, gpu=gpu))
 
-    def _attempts(self, hits: list[tuple[int, float]], gpu: str | None, k: int) -> list[dict[str, Any]]:
+    def _attempts(self, hits: list[tuple[int, float]]) -> list[dict[str, Any]]:
+        """The archive rows of `hits` (nearest first, then newest), with distance and attempt text."""
         found = self.archive.records_by_id([i for i, _ in hits])
         out = []
-        for rid, d in sorted(hits, key=lambda h: (round(h[1], 4), -h[0])):
+        for rid, d in hits:
             row = found.get(rid)
-            if row is None or (gpu and row["gpu"] != gpu):
+            if row is None:
                 continue
             row["distance"] = d
             row["kernel_hash"] = row["kernel"]
             row["text"] = self.store.text_for(rid)
             out.append(row)
-            if len(out) >= k:
-                break
         return out
 
     # ----- text search ---------------------------------------------------------------------------------
@@ -155,7 +151,7 @@ class Retriever:
     def _embed_query(self, text: str) -> np.ndarray | None:
         if not self.store.text_mode or load_model() is None:
             return None
-        return self.store.embedder.embed([text])[0]
+        return self.store.embedder.embed_query(text)
 
     def search_text(self, query: str, k: int = 10) -> list[dict[str, Any]]:
         """Attempts whose description best matches `query` (embedding similarity; word overlap without a model)."""

@@ -1,12 +1,16 @@
-"""The persisted FAISS index over archive records: a cache of the archive, never a source of truth.
+"""The persisted retrieval index over archive records: a cache of the archive, never a source of truth.
 
 Invariants:
-- One vector per archive record (one attempt: kernel x shape x GPU x stage), id = the record's row id:
-  `W_SHAPE * shape_features ++ W_TEXT * embedding(attempt_text)`; in shape-only mode (no model) the text
-  part is absent. Text embeddings are unit length, so a query whose text part is zero ranks by shape alone.
-- Beside it, `texts.faiss` holds each distinct attempt text once (inner product on unit vectors) and
-  `entries.npy` maps record id -> text number, for text search.
-- `meta.json` says what the files were built from (archive path, embedder, weights, SM count, feature
+- Each archive record (one attempt: kernel x shape x GPU x stage) is the vector
+  `W_SHAPE * shape_features ++ W_TEXT * embedding(attempt_text)` (shape-only mode, without a model: no
+  text part). The vectors are stored factorised, never per record: `shapes.json` lists each distinct shape
+  once, `texts.faiss` each distinct attempt text's unit embedding once (with `texts.json`), and
+  `entries.npy` holds one row per record: (record id, text number, shape number, GPU number), in
+  increasing id order; `gpus.json` names the GPUs.
+- A search is exact: the squared L2 distance of a record is its shape's distance plus W_TEXT^2 times its
+  text's distance (2 - 2 cos for unit vectors; 1 when the query has no text part), so it is computed once
+  per distinct shape and text, then gathered per record. Ties (to 4 decimals) go to the newest record.
+- `meta.json` says what the files were built from (archive path, embedder, weights, SM count, format
   version, highest record id, count). Anything that disagrees with the live archive or settings makes
   the cache stale, and `IndexStore.ensure()` rebuilds it; records newer than the highest id are appended.
 - Files are written to temporaries and renamed, meta last: a crash leaves the old cache or a stale one.
@@ -27,38 +31,40 @@ from index.digest import attempt_text, kernel_digest
 from index.embed import MODEL_NAME, TEXT_DIM, Embedder, enabled
 from index.features import SHAPE_DIM, shape_features
 
-VERSION = 1
+VERSION = 2
 W_SHAPE = 1.0
 W_TEXT = 0.5
 BATCH = 5000
-
-
-def _use_gpu(index: faiss.Index) -> faiss.Index:
-    """A GPU copy of `index` for searching when a GPU build of FAISS and a GPU are present."""
-    try:
-        if hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
-            return faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), 0, index)
-    except Exception:  # a GPU build without a usable device: stay on the CPU
-        pass
-    return index
+FILES = ("texts.faiss", "texts.json", "entries.npy", "shapes.json", "gpus.json")
+ID, TEXT, SHAPE, GPU = range(4)  # the columns of `entries`
 
 
 class IndexStore:
     def __init__(self, archive: Any, directory: Path, sm_count: int):
+        # The searches here are small (thousands of vectors): one thread is as fast, and parallel FAISS
+        # leaves OpenMP threads spinning that slow the query embedding's forward pass on a small CPU.
+        faiss.omp_set_num_threads(1)
         self.archive = archive
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.sm_count = sm_count
         self.embedder = Embedder(self.dir / "embeddings.db")
         self.text_mode = enabled() and self.embedder.available
-        self.dim = SHAPE_DIM + (TEXT_DIM if self.text_mode else 0)
+        self.dim = SHAPE_DIM + (TEXT_DIM if self.text_mode else 0)  # of the (virtual) per-record vector
         self.meta: dict[str, Any] = {}
-        self.attempts: faiss.Index | None = None
         self.texts: faiss.Index | None = None
         self.text_list: list[str] = []
         self.text_no: dict[str, int] = {}
-        self.entries = np.zeros((0, 2), dtype=np.int64)
-        self._search_attempts: faiss.Index | None = None
+        self.shape_list: list[tuple[int, int, int]] = []
+        self.shape_no: dict[tuple[int, int, int], int] = {}
+        self.gpu_list: list[str | None] = []
+        self.gpu_no: dict[str | None, int] = {}
+        self.entries = np.zeros((0, 4), dtype=np.int64)
+        self._derived: dict[str, Any] = {}
+
+    @property
+    def count(self) -> int:
+        return len(self.entries)
 
     # ----- identity and staleness ----------------------------------------------------------------------
 
@@ -91,7 +97,7 @@ class IndexStore:
             return "the archive lost records the index has"
         if count - meta.get("count", 0) != self._count_after(meta.get("max_id", 0)):
             return "the archive gained records below the indexed range"
-        for name in ("attempts.faiss", "texts.faiss", "entries.npy", "texts.json"):
+        for name in FILES:
             if not (self.dir / name).exists():
                 return f"{name} missing"
         return None
@@ -112,39 +118,50 @@ class IndexStore:
         if reason is not None:
             return {"rebuilt": True, "reason": reason, **self.rebuild()}
         added = self.append()
-        return {"rebuilt": False, "reason": None, "added": added, "total": self.attempts.ntotal}
+        return {"rebuilt": False, "reason": None, "added": added, "total": self.count}
 
     def _empty(self) -> None:
-        self.attempts = faiss.IndexIDMap2(faiss.IndexFlatL2(self.dim))
         self.texts = faiss.IndexIDMap2(faiss.IndexFlatIP(TEXT_DIM if self.text_mode else 1))
         self.text_list, self.text_no = [], {}
-        self.entries = np.zeros((0, 2), dtype=np.int64)
+        self.shape_list, self.shape_no = [], {}
+        self.gpu_list, self.gpu_no = [], {}
+        self.entries = np.zeros((0, 4), dtype=np.int64)
         self.meta = {**self.wanted_meta(), "max_id": 0, "count": 0}
-        self._search_attempts = None
+        self._derived = {}
 
     def rebuild(self) -> dict[str, Any]:
         self._empty()
         added = self.append(save=False)
         self.save()
-        return {"added": added, "total": self.attempts.ntotal}
+        return {"added": added, "total": self.count}
 
     def _load(self) -> None:
         self.meta = json.loads((self.dir / "meta.json").read_text())
-        self.attempts = faiss.read_index(str(self.dir / "attempts.faiss"))
         self.texts = faiss.read_index(str(self.dir / "texts.faiss"))
         self.entries = np.load(self.dir / "entries.npy")
         self.text_list = json.loads((self.dir / "texts.json").read_text())
         self.text_no = {t: i for i, t in enumerate(self.text_list)}
-        if self.attempts.ntotal != self.meta["count"] or len(self.entries) != self.meta["count"]:
+        self.shape_list = [tuple(s) for s in json.loads((self.dir / "shapes.json").read_text())]
+        self.shape_no = {s: i for i, s in enumerate(self.shape_list)}
+        self.gpu_list = json.loads((self.dir / "gpus.json").read_text())
+        self.gpu_no = {g: i for i, g in enumerate(self.gpu_list)}
+        self._derived = {}
+        n = self.meta["count"]
+        if self.entries.shape != (n, 4) or (self.text_mode and self.texts.ntotal != len(self.text_list)):
             raise ValueError("file sizes disagree with meta.json")
-        self._search_attempts = None
+        if n and (
+            self.entries[:, TEXT].max() >= len(self.text_list)
+            or self.entries[:, SHAPE].max() >= len(self.shape_list)
+            or self.entries[:, GPU].max() >= len(self.gpu_list)
+        ):
+            raise ValueError("entries name texts, shapes or GPUs the files do not have")
 
     def append(self, save: bool = True) -> int:
         """Add every record newer than the highest indexed id; returns how many."""
         added = 0
         while True:
             rows = self.archive.execute(
-                "SELECT r.id, r.M, r.N, r.K, r.stage, r.correct, r.failure_kind, r.failure_message, "
+                "SELECT r.id, r.M, r.N, r.K, r.gpu, r.stage, r.correct, r.failure_kind, r.failure_message, "
                 "json_extract(r.record, '$.ncu') AS ncu, k.family, k.params, k.source, "
                 "(SELECT speedup_best FROM evaluations x WHERE x.record_id = r.id AND x.mode = 'offline') "
                 "AS offline_speedup FROM records r JOIN kernels k ON k.hash = r.kernel "
@@ -159,6 +176,14 @@ class IndexStore:
             self.save()
         return added
 
+    @staticmethod
+    def _number(value: Any, numbers: dict, values: list) -> int:
+        n = numbers.get(value)
+        if n is None:
+            n = numbers[value] = len(values)
+            values.append(value)
+        return n
+
     def _add_rows(self, rows: list[dict[str, Any]]) -> None:
         digests: dict[tuple, str] = {}  # per distinct kernel: scanning the source is the slow part
         texts = []
@@ -169,31 +194,29 @@ class IndexStore:
                 digests[key] = kernel_digest(r["family"], params, r["source"])
             ncu = json.loads(r["ncu"]) if r["ncu"] else None
             texts.append(attempt_text(r, ncu, digest=digests[key]))
-        ids = np.asarray([r["id"] for r in rows], dtype=np.int64)
-        shape = np.stack([shape_features(r["M"], r["N"], r["K"], self.sm_count) for r in rows]) * W_SHAPE
         new_texts = [t for t in dict.fromkeys(texts) if t not in self.text_no]
-        if self.text_mode:
-            emb_new = self.embedder.embed(new_texts) if new_texts else np.zeros((0, TEXT_DIM), np.float32)
+        if self.text_mode and new_texts:
+            emb_new = self.embedder.embed(new_texts)
+            first = len(self.text_list)
+            self.texts.add_with_ids(emb_new, np.arange(first, first + len(new_texts), dtype=np.int64))
         for t in new_texts:
-            self.text_no[t] = len(self.text_list)
-            self.text_list.append(t)
-        numbers = np.asarray([self.text_no[t] for t in texts], dtype=np.int64)
-        if self.text_mode:
-            if new_texts:
-                self.texts.add_with_ids(
-                    emb_new, np.asarray([self.text_no[t] for t in new_texts], dtype=np.int64)
+            self._number(t, self.text_no, self.text_list)
+        block = np.asarray(
+            [
+                (
+                    r["id"],
+                    self.text_no[t],
+                    self._number((r["M"], r["N"], r["K"]), self.shape_no, self.shape_list),
+                    self._number(r["gpu"], self.gpu_no, self.gpu_list),
                 )
-            uniq = sorted(set(numbers.tolist()))
-            lookup = {n: self.texts.reconstruct(int(n)) for n in uniq}
-            text_vecs = np.stack([lookup[int(n)] for n in numbers])
-            vecs = np.hstack([shape, W_TEXT * text_vecs]).astype(np.float32)
-        else:
-            vecs = shape.astype(np.float32)
-        self.attempts.add_with_ids(np.ascontiguousarray(vecs), ids)
-        self.entries = np.vstack([self.entries, np.stack([ids, numbers], axis=1)])
-        self.meta["max_id"] = int(ids.max())
-        self.meta["count"] = int(self.attempts.ntotal)
-        self._search_attempts = None
+                for r, t in zip(rows, texts)
+            ],
+            dtype=np.int64,
+        )
+        self.entries = np.vstack([self.entries, block])
+        self.meta["max_id"] = int(block[:, ID].max())
+        self.meta["count"] = len(self.entries)
+        self._derived = {}
 
     def save(self) -> None:
         def put(name: str, write) -> None:
@@ -202,28 +225,71 @@ class IndexStore:
             os.replace(tmp, self.dir / name)
 
         (self.dir / "meta.json").unlink(missing_ok=True)  # stale until the new meta lands
-        put("attempts.faiss", lambda p: faiss.write_index(self.attempts, str(p)))
+        (self.dir / "attempts.faiss").unlink(missing_ok=True)  # the per-record index of format 1
         put("texts.faiss", lambda p: faiss.write_index(self.texts, str(p)))
         put("entries.npy", lambda p: np.save(open(p, "wb"), self.entries))
         put("texts.json", lambda p: p.write_text(json.dumps(self.text_list)))
+        put("shapes.json", lambda p: p.write_text(json.dumps(self.shape_list)))
+        put("gpus.json", lambda p: p.write_text(json.dumps(self.gpu_list)))
         put("meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=1)))
 
     # ----- searching -----------------------------------------------------------------------------------
 
-    def query_vector(self, M: int, N: int, K: int, text_vec: np.ndarray | None = None) -> np.ndarray:
-        q = np.zeros((1, self.dim), dtype=np.float32)
-        q[0, :SHAPE_DIM] = W_SHAPE * shape_features(M, N, K, self.sm_count)
-        if text_vec is not None and self.text_mode:
-            q[0, SHAPE_DIM:] = W_TEXT * text_vec
-        return q
+    def _get(self, name: str) -> Any:
+        """Arrays derived from the loaded files, computed once per load or append."""
+        if name not in self._derived:
+            if name == "shape_features":
+                value = W_SHAPE * np.stack(
+                    [shape_features(M, N, K, self.sm_count) for M, N, K in self.shape_list]
+                    or [np.zeros(SHAPE_DIM, np.float32)]
+                )
+            elif name == "by_text":  # record rows grouped by text number, newest first within a text
+                order = np.lexsort((-self.entries[:, ID], self.entries[:, TEXT]))
+                starts = np.searchsorted(self.entries[order, TEXT], np.arange(len(self.text_list) + 1))
+                value = (self.entries[order, ID], starts)
+            else:
+                raise KeyError(name)
+            self._derived[name] = value
+        return self._derived[name]
 
-    def search_attempts(self, q: np.ndarray, k: int) -> list[tuple[int, float]]:
-        if self.attempts is None or self.attempts.ntotal == 0:
+    def search_attempts(
+        self, M: int, N: int, K: int, k: int, text_vec: np.ndarray | None = None, gpu: str | None = None
+    ) -> list[tuple[int, float]]:
+        """The k records nearest to (shape, text) as (record id, squared L2 distance), nearest first and,
+        among equal distances (4 decimals), newest first; only records of `gpu` when it is given."""
+        if self.count == 0 or k <= 0:
             return []
-        if self._search_attempts is None:
-            self._search_attempts = _use_gpu(self.attempts)
-        dist, ids = self._search_attempts.search(q, min(k, self.attempts.ntotal))
-        return [(int(i), float(d)) for i, d in zip(ids[0], dist[0]) if i >= 0]
+        rows = self.entries
+        if gpu is not None:
+            if gpu not in self.gpu_no:
+                return []
+            rows = rows[rows[:, GPU] == self.gpu_no[gpu]]
+        q = W_SHAPE * shape_features(M, N, K, self.sm_count)
+        shape_d = ((self._get("shape_features") - q) ** 2).sum(axis=1)
+        d = shape_d[rows[:, SHAPE]]
+        if self.text_mode:
+            if text_vec is None:  # a zero text part: every unit text is at distance 1
+                d = d + W_TEXT**2
+            else:
+                cos = self._cosines(text_vec)
+                d = d + W_TEXT**2 * np.maximum(0.0, 2.0 - 2.0 * cos)[rows[:, TEXT]]
+        d = d.astype(np.float64)
+        if len(d) > k:  # candidates: everything within rounding of the k-th distance
+            kth = np.partition(d, k - 1)[k - 1]
+            keep = np.flatnonzero(d <= kth + 1e-4)
+        else:
+            keep = np.arange(len(d))
+        ids = rows[keep, ID]
+        order = np.lexsort((-ids, np.round(d[keep], 4)))[:k]
+        return [(int(ids[i]), float(d[keep][i])) for i in order]
+
+    def _cosines(self, text_vec: np.ndarray) -> np.ndarray:
+        """The query's cosine to every distinct text, indexed by text number (one FAISS scan)."""
+        n = self.texts.ntotal
+        sims, nos = self.texts.search(np.asarray(text_vec, dtype=np.float32).reshape(1, -1), n)
+        cos = np.zeros(n, dtype=np.float64)
+        cos[nos[0]] = sims[0]
+        return cos
 
     def search_texts(self, text_vec: np.ndarray, k: int) -> list[tuple[int, float]]:
         if self.texts is None or self.texts.ntotal == 0 or not self.text_mode:
@@ -233,15 +299,18 @@ class IndexStore:
 
     def text_for(self, record_id: int) -> str | None:
         """The attempt text of an indexed record (entries are kept in increasing id order)."""
-        ids = self.entries[:, 0]
+        ids = self.entries[:, ID]
         i = int(np.searchsorted(ids, record_id))
         if i < len(ids) and ids[i] == record_id:
-            return self.text_list[int(self.entries[i, 1])]
+            return self.text_list[int(self.entries[i, TEXT])]
         return None
 
     def records_for_text(self, number: int) -> list[int]:
         """Record ids sharing one text, newest first."""
-        return sorted(self.entries[self.entries[:, 1] == number, 0].tolist(), reverse=True)
+        ids, starts = self._get("by_text")
+        if not 0 <= number < len(starts) - 1:
+            return []
+        return ids[starts[number] : starts[number + 1]].tolist()
 
     def warn_if_shape_only(self) -> None:
         if not self.text_mode and enabled():

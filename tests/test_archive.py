@@ -9,6 +9,7 @@ import sqlite3
 import pytest
 
 from archive import Archive, ArchiveCorrupt, ArchiveError, ArchiveTooNew
+from archive.schema import MIGRATIONS
 from archive.synthetic import kernel_source, make_record
 from evaluator.errors import HgemmError
 from evaluator.record import EvalRecord, ModeResult, Stats, kernel_hash
@@ -43,8 +44,8 @@ def test_default_path_is_under_state_root(hgemm_home):
     with Archive() as a:
         assert a.path == hgemm_home / "archive" / "archive.db"
         assert a.execute("PRAGMA journal_mode")[0][0] == "wal"
-        assert [r[0] for r in a.execute("SELECT name FROM _migrations")] == ["001_initial"]
-        assert a.schema_version == 1
+        assert [r[0] for r in a.execute("SELECT name FROM _migrations")] == [n for n, _ in MIGRATIONS]
+        assert a.schema_version == len(MIGRATIONS)
 
 
 def test_add_kernel_is_idempotent_and_merges_parents(arc):

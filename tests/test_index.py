@@ -66,7 +66,7 @@ def test_sync_is_incremental_and_persisted(hgemm_home):
         r = Retriever(a)
         first = r.sync()
         assert first["rebuilt"] and first["total"] == 300 and not r.text_mode
-        assert (hgemm_home / "index" / "attempts.faiss").exists()
+        assert (hgemm_home / "index" / "entries.npy").exists()
         _fill(a, 50, seed=1)
         second = Retriever(a).sync()  # a new process would see the persisted cache
         assert second == {"rebuilt": False, "reason": None, "added": 50, "total": 350}
@@ -88,7 +88,7 @@ def test_stale_index_is_rebuilt(hgemm_home, tmp_path):
         assert s["rebuilt"] and "sm_count" in s["reason"]
         (hgemm_home / "index" / "entries.npy").unlink()
         assert Retriever(a, gpu_sm_count=114).sync()["reason"] == "entries.npy missing"
-        (hgemm_home / "index" / "attempts.faiss").write_bytes(b"junk")
+        (hgemm_home / "index" / "texts.faiss").write_bytes(b"junk")
         s = Retriever(a, gpu_sm_count=114).sync()
         assert s["rebuilt"] and s["reason"].startswith("could not load") and s["total"] == 100
 

@@ -46,3 +46,45 @@ def test_text_index_finds_attempts_by_meaning(model, monkeypatch):
         monkeypatch.setattr(model, "encode", lambda *a_, **k: calls.append(1) or real(*a_, **k))
         assert r.rebuild()["total"] == 400
         assert calls == []
+
+
+def test_shape_and_text_query_is_exact(model, monkeypatch):
+    """The factorised search equals a flat L2 search over the explicit 403-dim per-record vectors."""
+    import numpy as np
+
+    from index.features import shape_features
+    from index.store import W_SHAPE, W_TEXT
+
+    monkeypatch.delenv("HGEMM_EMBEDDER", raising=False)
+    with Archive() as a:
+        with a.writer.transaction():
+            for at in attempts(300, seed=8, kernels=40, gpus=("H100", "H200")):
+                h = a.add_kernel(at.source, family=at.family, params=at.params, proposer=at.proposer)
+                a.add_evaluation(h, at.record)
+        r = Retriever(a)
+        r.sync()
+        recs = a.execute("SELECT id, M, N, K, gpu FROM records ORDER BY id")
+        texts = [r.store.text_for(x["id"]) for x in recs]
+        emb = r.store.embedder.embed(texts).astype(np.float64)
+        shape = np.stack([shape_features(x["M"], x["N"], x["K"]) for x in recs]).astype(np.float64)
+        vecs = np.hstack([W_SHAPE * shape, W_TEXT * emb])
+        for text, (M, N, K), gpu in [("illegal memory access", (1000, 3000, 2000), None),
+                                     ("wgmma with TMA, faster than cuBLAS", (4096, 4096, 512), "H200"),
+                                     (None, (128, 1024, 8192), None)]:  # fmt: skip
+            tq = r.store.embedder.embed_query(text) if text else np.zeros(TEXT_DIM)
+            q = np.concatenate([W_SHAPE * shape_features(M, N, K), W_TEXT * tq]).astype(np.float64)
+            d = ((vecs - q) ** 2).sum(axis=1)
+            ranked = sorted((round(float(x), 4), -y["id"], float(x)) for y, x in zip(recs, d)
+                            if gpu is None or y["gpu"] == gpu)[:10]  # fmt: skip
+            got = r.query(M, N, K, text, gpu=gpu, k=10) if text else r.history(M, N, K, k=10)
+            assert [g["id"] for g in got] == [-neg for _, neg, _ in ranked]
+            assert [g["distance"] for g in got] == pytest.approx([x for _, _, x in ranked], abs=1e-4)
+
+
+def test_fast_query_encoder_matches_the_model(model):
+    import numpy as np
+
+    fast = embed_mod.query_encoder()
+    assert fast is not None, "the traced query encoder could not be built"
+    for text in ("", "ldmatrix", "split-K with a 128x256 tile, " * 30 + "slower than cuBLAS"):
+        assert np.allclose(fast(text), embed_mod._encode_one(model, text), atol=1e-5)

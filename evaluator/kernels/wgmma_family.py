@@ -5,13 +5,16 @@ One producer warpgroup streams A/Bt tiles with TMA into a `stages`-deep shared-m
 `setmaxnreg` shifts registers to the consumers. Optional: persistent CTAs over a grouped raster
 (`persistent`, `group_m`), a TMA-store epilogue through swizzled shared memory (`epilogue`), and
 2x1 clusters sharing Bt tiles through TMA multicast (`cluster_m`), and ping-pong consumers that take
-alternate whole tiles instead of splitting each tile's rows (`pingpong`).
+alternate whole tiles instead of splitting each tile's rows (`pingpong`), and split-K (`split_k` > 1:
+each (tile, K slice) unit writes an fp32 partial to the workspace, a second kernel sums them into C).
 
 Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the template with
 `wgmma_ptx.cuh` inlined, no local `#include "..."` left). `check` accepts only what the template
 static_asserts and the device allows: M % (bm*cluster_m) == 0, N % bn == 0, K % 64 == 0,
-shared memory within the GPU's opt-in limit (227 KiB on H100), compute capability 9.x.
-`shared_bytes` is the exact dynamic shared memory the kernel requests.
+K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with split_k > 1
+(partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on H100), compute capability 9.x.
+`shared_bytes` is the exact dynamic shared memory the kernel requests. A parameter set without
+`split_k` (archived before it existed) means split_k=1, which renders the same kernel as before.
 """
 
 from __future__ import annotations
@@ -35,14 +38,21 @@ SPACE: dict[str, tuple] = {
     "epilogue": (0, 1),
     "cluster_m": (1, 2),
     "pingpong": (0, 1),
+    "split_k": (1, 2, 3, 4, 6, 8, 16, 32, 64),
 }
+WORKSPACE_BYTES = 64 << 20  # the contract's minimum workspace
+# Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
+# relative to 128x256 with a 2x1 cluster (H200, bench/NOTES.md).
+TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
+TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 0.43}
 
 
 def shared_bytes(params: Params) -> int:
     """Dynamic shared memory the kernel requests for `params` (mirrors SMEM_BYTES in the template)."""
     bm, bn, stages = params["bm"], params["bn"], params["stages"]
     ring = stages * (bm * BK * 2 + bn * BK * 2)
-    c_stage = params["consumers"] * wg_rows(params) * bn * 2 if params["epilogue"] else 0
+    split = params.get("split_k", 1)
+    c_stage = params["consumers"] * wg_rows(params) * bn * 2 if params["epilogue"] and split == 1 else 0
     return ring + c_stage + (2 * stages + 2) * 8 + 1024
 
 
@@ -68,10 +78,19 @@ def inline_includes(text: str, seen: set[str] | None = None) -> str:
 
 class WgmmaFamily(Family):
     def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
+        params = {"split_k": 1, **params}
         reason = super().check(params, M, N, K, gpu)
         if reason:
             return reason
-        bm, bn, cluster_m = params["bm"], params["bn"], params["cluster_m"]
+        bm, bn, cluster_m, split = params["bm"], params["bn"], params["cluster_m"], params["split_k"]
+        if split > 1 and params["epilogue"]:
+            return f"{self.name}: split_k={split} writes fp32 partials directly; needs epilogue=0"
+        if split > 1 and K // BK < split:
+            return f"{self.name}: K={K} has {K // BK} k-blocks, fewer than split_k={split}"
+        if split > 1 and split * M * N * 4 > WORKSPACE_BYTES:
+            return (
+                f"{self.name}: split_k={split} partials need {split * M * N * 4} bytes, workspace is 64 MiB"
+            )
         if params["pingpong"] and params["consumers"] != 2:
             return f"{self.name}: pingpong needs consumers=2"
         rows = wg_rows(params)
@@ -101,33 +120,49 @@ class WgmmaFamily(Family):
         return inline_includes(super().render(params))
 
     def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params | None:
-        """A reasonable valid configuration for the shape, or None when no tile divides it."""
+        """The measured-best configuration class for the shape (H200 sweeps, bench/NOTES.md), or None
+        when no tile divides it.
+
+        - Enough 128x256 tiles for every SM (and M % 256 == 0): 128x256, two consumers, 2x1 cluster
+          with multicast Bt, TMA-store epilogue (0.97-0.98x cuBLAS at 4096^3 and 8192x8192x4096).
+        - Otherwise the tile with the least estimated time: waves (ceil(tiles / #SMs)) x per-tile cost,
+          cost = tile area / measured relative efficiency (128x256: 1.0, 128x128: 0.8, 64x128: 0.55,
+          64x64: 0.43, from 4096^3 and 8192x8192x4096); 128-row tiles use two consumers, 64-row one.
+        """
         sms = gpu.sm_count if gpu is not None and gpu.sm_count else 132
-        candidates = []
-        for bn in (256, 128, 64):
-            for bm in (128,):
-                if M % bm or N % bn or K % BK:
-                    continue
-                candidates.append((bm, bn, (M // bm) * (N // bn)))
-        if not candidates:
+        if K % BK:
             return None
-        # Largest tile that still gives most SMs a tile; else the one with the most tiles.
-        busy = [c for c in candidates if c[2] >= 0.9 * sms]
-        bm, bn, _ = busy[0] if busy else max(candidates, key=lambda c: c[2])
-        base = {
-            "bm": bm,
-            "bn": bn,
-            "consumers": 2,
-            "group_m": 8,
-            "persistent": 1,
-            "epilogue": 1,
-            "cluster_m": 1,
-            "pingpong": 0,
-        }
-        for stages in (6, 5, 4, 3, 2):
-            params = {**base, "stages": stages}
-            if self.check(params, M, N, K, gpu) is None:
-                return params
+        k_blocks = K // BK
+        base = {"group_m": 8, "persistent": 1, "epilogue": 1, "cluster_m": 1, "pingpong": 0, "split_k": 1}
+        fits = [
+            (bm, bn, c, (M // bm) * (N // bn)) for bm, bn, c in TILE_CLASSES if M % bm == 0 and N % bn == 0
+        ]
+        if not fits:
+            return None
+
+        def est(fit: tuple[int, int, int, int]) -> float:
+            bm, bn, _, tiles = fit
+            return -(-tiles // sms) * (bm * bn) / TILE_EFFICIENCY[(bm, bn)]
+
+        bm, bn, consumers, tiles = min(fits, key=est)
+        params = {**base, "bm": bm, "bn": bn, "consumers": consumers}
+        if (bm, bn) == (128, 256) and M % 256 == 0:
+            params["cluster_m"] = 2
+        if tiles * 2 <= sms and k_blocks >= 24:
+            # Narrowest useful tile for split-K: 64 rows (one consumer), as wide as N allows.
+            for sbm, sbn in ((64, 128), (64, 64), (128, 128)):
+                if M % sbm == 0 and N % sbn == 0:
+                    stiles = (M // sbm) * (N // sbn)
+                    splits = [s for s in self.space["split_k"] if stiles * s <= sms and k_blocks // s >= 12]
+                    if max(splits) > 1:
+                        bm, bn, split = sbm, sbn, max(splits)
+                        params = {**base, "bm": bm, "bn": bn, "consumers": 1 if bm == 64 else 2,
+                                  "epilogue": 0, "split_k": split}  # fmt: skip
+                        break
+        for stages in (8, 7, 6, 5, 4, 3, 2):
+            candidate = {**params, "stages": stages}
+            if self.check(candidate, M, N, K, gpu) is None:
+                return candidate
         return None
 
 
@@ -137,7 +172,8 @@ FAMILIES: dict[str, Family] = {
         template="wgmma_ws.cu",
         space=SPACE,
         description="Hopper TMA + wgmma warp-specialised kernel: producer warpgroup, 1-2 consumer "
-        "warpgroups, mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, 2x1 multicast clusters",
+        "warpgroups, mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, 2x1 multicast clusters, "
+        "split-K with a reduction kernel",
         min_cc=9.0,
     ),
 }

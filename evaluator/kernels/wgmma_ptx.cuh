@@ -37,12 +37,14 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
-// Arrive on the barrier at the same shared offset in CTA `cta` of this cluster.
+// Arrive on the barrier at the same shared offset in CTA `cta` of this cluster. Default (CTA-scope
+// release) semantics: the arriving warp's smem reads were wgmma's, already retired by
+// wgmma.wait_group; an explicit `.release.cluster` adds a cluster-scope fence to every k-block.
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
   asm volatile(
       "{\n.reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
       "r"(cta)
       : "memory");
 }

@@ -9,11 +9,16 @@
 // HG_GROUP_M tile rows), one tile per CTA otherwise. With HG_CLUSTER_M == 2 two CTAs stacked along M
 // form a cluster and share each Bt tile through TMA multicast (each loads half). The epilogue
 // writes fp16 straight from registers (HG_EPILOGUE 0) or through 128-byte-swizzled shared memory
-// and a TMA store (HG_EPILOGUE 1).
+// and a TMA store (HG_EPILOGUE 1). With HG_SPLIT_K > 1 every (tile, K-slice) pair is a work unit:
+// the unit's fp32 partial tile goes straight from registers to the workspace (slice-major
+// SPLIT_K x M x N floats) and a second kernel sums the slices into C (launched with programmatic
+// dependent launch when HG_PDL, so its launch overlaps the main kernel's tail).
 //
 // Invariants: A is M x K row-major and Bt is N x K row-major (both K-major); BK = 64 so each tile
 // row is exactly one 128-byte swizzle row; hgemm_supports requires M % (BM*CLUSTER_M) == 0,
-// N % BN == 0, K % 64 == 0 and a compute capability 9.x device. Device code exists only for
+// N % BN == 0, K % 64 == 0, K / 64 >= SPLIT_K (no empty slice: every partial is written in full,
+// so the garbage workspace never reaches C), SPLIT_K * M * N * 4 bytes of workspace and a
+// compute capability 9.x device. Slice s covers k-blocks [s*KB/SPLIT_K, (s+1)*KB/SPLIT_K). Device code exists only for
 // sm_90a; other targets compile an empty kernel and the host refuses to launch it.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -48,6 +53,12 @@
 #ifndef HG_PINGPONG
 #define HG_PINGPONG 0
 #endif
+#ifndef HG_SPLIT_K
+#define HG_SPLIT_K 1
+#endif
+#ifndef HG_PDL
+#define HG_PDL 1
+#endif
 
 #include "wgmma_ptx.cuh"
 
@@ -60,13 +71,14 @@ constexpr int CONSUMERS = HG_CONSUMERS;
 [[maybe_unused]] constexpr int GROUP_M = HG_GROUP_M;
 constexpr int CLUSTER_M = HG_CLUSTER_M;
 constexpr bool PINGPONG = HG_PINGPONG != 0;  // consumers take alternate whole tiles
+constexpr int SPLIT_K = HG_SPLIT_K;           // K slices per tile (fp32 partials + reduction when > 1)
 constexpr int WG_ROWS = PINGPONG ? BM : BM / CONSUMERS;  // tile rows one consumer warpgroup computes
 constexpr int M_ITERS = WG_ROWS / 64;    // m64 wgmma blocks per consumer warpgroup
 constexpr int THREADS = 128 * (CONSUMERS + 1);
 constexpr int A_BYTES = BM * BK * 2;
 constexpr int B_BYTES = BN * BK * 2;
 constexpr int B_SLICE = BN / CLUSTER_M;  // Bt rows this CTA loads (and multicasts) per stage
-constexpr int C_BYTES = HG_EPILOGUE ? CONSUMERS * WG_ROWS * BN * 2 : 0;  // one staging tile per consumer
+constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * BN * 2 : 0;  // one staging tile per consumer
 [[maybe_unused]] constexpr int SLOT_READERS = (PINGPONG ? 1 : CONSUMERS) * 4 * CLUSTER_M;  // warps that free each ring slot
 // Shared layout (from a 1024-aligned base): A ring, B ring, C staging, full, empty, order bars.
 constexpr int OFF_B = STAGES * A_BYTES;
@@ -84,6 +96,7 @@ static_assert(BN == 64 || BN == 128 || BN == 256, "BN must be 64, 128 or 256");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong needs two consumer warpgroups");
 static_assert(B_SLICE % 8 == 0, "multicast slice must be whole 8-row swizzle groups");
+static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "SPLIT_K must be 1..64");
 }  // namespace hgw_cfg
 
 #if HGW_DEVICE_OK
@@ -153,12 +166,31 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
 #endif
 }
 
+// Split-K epilogue: the fp32 partial of rows [row0, row0 + WG_ROWS) goes to P (row-major M x N).
+__device__ __forceinline__ void store_partial(float (&acc)[M_ITERS][BN / 2], float* P, int row0, int col0, int N,
+                                              int wg_thread) {
+  const int warp = wg_thread / 32, lane = wg_thread % 32;
+#pragma unroll
+  for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = row0 + mi * 64 + warp * 16 + lane / 4 + h * 8;
+        const int c = col0 + j * 8 + (lane % 4) * 2;
+        *reinterpret_cast<float2*>(P + static_cast<size_t>(r) * N + c) =
+            make_float2(acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
+      }
+    }
+  }
+}
+
 }  // namespace hgw
 #endif  // HGW_DEVICE_OK
 
 __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     hgemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
-                       const __grid_constant__ CUtensorMap tmC, __half* C, int M, int N, int K) {
+                       const __grid_constant__ CUtensorMap tmC, __half* C, float* partial, int M, int N, int K) {
 #if HGW_DEVICE_OK
   using namespace hgw;
   extern __shared__ uint8_t smem_raw[];
@@ -195,10 +227,16 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   } else {
     __syncthreads();
   }
+#if HG_PDL
+  // The split-K reduction may start launching now; it still waits (griddepcontrol.wait) for this
+  // whole grid to finish and flush its memory before reading any partial.
+  if (SPLIT_K > 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   const int m_units = M / (BM * CLUSTER_M);
   const int n_blocks = N / BN;
   const int tiles = m_units * n_blocks;
+  const int units = tiles * SPLIT_K;  // work units: (tile, K slice), slice fastest
   const int k_blocks = K / BK;
   const int cluster_id = blockIdx.x / CLUSTER_M;
   const int cluster_count = gridDim.x / CLUSTER_M;
@@ -209,12 +247,14 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     if (wg_thread == 0) {
       int s = 0;
       uint32_t phase = 0;
-      for (int tile = cluster_id; tile < tiles; tile += cluster_count) {
+      for (int unit = cluster_id; unit < units; unit += cluster_count) {
+        const int tile = unit / SPLIT_K, slice = unit % SPLIT_K;
         int mu, nb;
         tile_coords(tile, m_units, n_blocks, mu, nb);
         const int m0 = (mu * CLUSTER_M + rank) * BM;
         const int n0 = nb * BN;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        const int kb_end = (slice + 1) * k_blocks / SPLIT_K;
+        for (int kb = slice * k_blocks / SPLIT_K; kb < kb_end; ++kb) {
           mbar_wait(empty_bar + 8 * s, phase ^ 1);
           const uint32_t fb = full_bar + 8 * s;
           mbar_arrive_expect_tx(fb, A_BYTES + B_BYTES);
@@ -241,9 +281,12 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     int it = 0;  // ring position: k-blocks of this CTA's tile sequence seen so far
     int local = 0;
     uint32_t order_phase = 0;
-    for (int tile = cluster_id; tile < tiles; tile += cluster_count, ++local) {
+    for (int unit = cluster_id; unit < units; unit += cluster_count, ++local) {
+      const int tile = unit / SPLIT_K, slice = unit % SPLIT_K;
+      const int kb_begin = slice * k_blocks / SPLIT_K;
+      const int kb_end = (slice + 1) * k_blocks / SPLIT_K;
       if (PINGPONG && (local & 1) != cw) {  // the other consumer's tile
-        it += k_blocks;
+        it += kb_end - kb_begin;
         continue;
       }
       int mu, nb;
@@ -255,7 +298,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         mbar_wait(order_bar + 8 * cw, order_phase);
         order_phase ^= 1;
       }
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(full_bar + 8 * s, static_cast<uint32_t>(it / STAGES) & 1);
 #pragma unroll
@@ -271,7 +314,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
 #pragma unroll
           for (int mi = 0; mi < M_ITERS; ++mi) {
             const uint64_t da = smem_desc_k128(a_base + mi * 64 * 128) + 2 * k;
-            wgmma_m64k16<BN>(acc[mi], da, db, (kb > 0 || k > 0) ? 1 : 0);
+            wgmma_m64k16<BN>(acc[mi], da, db, (kb > kb_begin || k > 0) ? 1 : 0);
           }
         }
         wgmma_commit();
@@ -303,10 +346,15 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         mbar_arrive(empty_bar + 8 * prev);
 #endif
       }
-      store_tile(acc, C, &tmC, smem + OFF_C, m0 + (PINGPONG ? 0 : cw * WG_ROWS), n0, N, wg_thread, cw);
+      const int row0 = m0 + (PINGPONG ? 0 : cw * WG_ROWS);
+      if constexpr (SPLIT_K > 1) {
+        store_partial(acc, partial + static_cast<size_t>(slice) * M * N, row0, n0, N, wg_thread);
+      } else {
+        store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, N, wg_thread, cw);
+      }
     }
 #if HG_EPILOGUE
-    if (wg_thread == 0) tma_store_wait_all();
+    if (SPLIT_K == 1 && wg_thread == 0) tma_store_wait_all();
 #endif
   }
 #if HG_CLUSTER_M > 1
@@ -318,6 +366,39 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   (void)N;
   (void)K;
   (void)C;
+  (void)partial;
+#endif
+}
+
+// Split-K reduction: C[i] = fp16(sum over slices of partial[s][i]), 4 elements per step.
+__global__ void __launch_bounds__(256) hgemm_wgmma_reduce(const float* __restrict__ partial, __half* __restrict__ C,
+                                                          size_t mn) {
+#if HGW_DEVICE_OK
+#if HG_PDL
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+  const size_t n4 = mn / 4;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float4 s = __ldcs(reinterpret_cast<const float4*>(partial) + i);
+#pragma unroll
+    for (int k = 1; k < hgw_cfg::SPLIT_K; ++k) {
+      const float4 v = __ldcs(reinterpret_cast<const float4*>(partial + k * mn) + i);
+      s.x += v.x;
+      s.y += v.y;
+      s.z += v.z;
+      s.w += v.w;
+    }
+    __half2 lo = __floats2half2_rn(s.x, s.y), hi = __floats2half2_rn(s.z, s.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<uint32_t*>(&lo);
+    packed.y = *reinterpret_cast<uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(C + 4 * i) = packed;
+  }
+#else
+  (void)partial;
+  (void)C;
+  (void)mn;
 #endif
 }
 
@@ -363,9 +444,17 @@ bool hopper_device(int* sms) {
   return major == 9;
 }
 
+// Workspace bytes the fp32 split-K partials need (0 without split-K).
+size_t partial_bytes(int M, int N) {
+  return hgw_cfg::SPLIT_K > 1 ? static_cast<size_t>(hgw_cfg::SPLIT_K) * M * N * sizeof(float) : 0;
+}
+
+constexpr size_t kContractWorkspace = size_t(64) << 20;  // the contract guarantees at least 64 MiB
+
 bool shape_ok(int M, int N, int K) {
   using namespace hgw_cfg;
-  return M > 0 && N > 0 && K > 0 && M % (BM * CLUSTER_M) == 0 && N % BN == 0 && K % BK == 0;
+  return M > 0 && N > 0 && K > 0 && M % (BM * CLUSTER_M) == 0 && N % BN == 0 && K % BK == 0 &&
+         K / BK >= SPLIT_K && partial_bytes(M, N) <= kContractWorkspace;
 }
 
 }  // namespace
@@ -376,17 +465,18 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
                          void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   using namespace hgw_cfg;
   (void)B;
-  (void)workspace;
-  (void)workspace_bytes;
   int sms = 0;
   if (!hopper_device(&sms)) return static_cast<int>(cudaErrorNotSupported);
   if (!shape_ok(M, N, K)) return static_cast<int>(cudaErrorInvalidValue);
+  if (partial_bytes(M, N) > workspace_bytes || (SPLIT_K > 1 && workspace == nullptr))
+    return static_cast<int>(cudaErrorInvalidValue);
+  float* partial = static_cast<float*>(workspace);
   CUtensorMap tmA, tmB, tmC;
   if (!make_map(&tmA, A, M, K, BM) || !make_map(&tmB, Bt, N, K, B_SLICE) || !make_map(&tmC, C, M, N, WG_ROWS))
     return static_cast<int>(cudaErrorInvalidValue);
   cudaError_t e = cudaFuncSetAttribute(hgemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return static_cast<int>(e);
-  const int tiles = (M / BM) * (N / BN);  // CTA tiles; a multiple of CLUSTER_M
+  const int tiles = (M / BM) * (N / BN) * SPLIT_K;  // CTA work units; a multiple of CLUSTER_M
   cudaLaunchConfig_t cfg = {};
   cfg.blockDim = dim3(THREADS, 1, 1);
   cfg.dynamicSmemBytes = SMEM_BYTES;
@@ -420,7 +510,23 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
     if (grid > slots) grid = slots - slots % CLUSTER_M;
   }
   cfg.gridDim = dim3(grid, 1, 1);
-  e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, M, N, K);
+  e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, partial, M, N, K);
   if (e != cudaSuccess) return static_cast<int>(e);
+  if (SPLIT_K > 1) {
+    const size_t mn = static_cast<size_t>(M) * N;  // N % 64 == 0, so mn % 4 == 0
+    size_t blocks = (mn / 4 + 255) / 256;
+    if (blocks > static_cast<size_t>(sms) * 8) blocks = static_cast<size_t>(sms) * 8;
+    cudaLaunchConfig_t rcfg = {};
+    rcfg.gridDim = dim3(static_cast<unsigned>(blocks), 1, 1);
+    rcfg.blockDim = dim3(256, 1, 1);
+    rcfg.stream = stream;
+    cudaLaunchAttribute rattr[1];
+    rattr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    rattr[0].val.programmaticStreamSerializationAllowed = HG_PDL ? 1 : 0;
+    rcfg.attrs = rattr;
+    rcfg.numAttrs = 1;
+    e = cudaLaunchKernelEx(&rcfg, hgemm_wgmma_reduce, static_cast<const float*>(partial), C, mn);
+    if (e != cudaSuccess) return static_cast<int>(e);
+  }
   return static_cast<int>(cudaGetLastError());
 }
