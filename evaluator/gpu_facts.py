@@ -77,7 +77,7 @@ def _read_gbs(stream: torch.cuda.Stream, nbytes: int = 1 << 31) -> float:
 
     src = torch.ones(nbytes // 4, dtype=torch.float32, device="cuda")
     out = torch.empty((), dtype=torch.float32, device="cuda")
-    rd = time_offline({"read": lambda: torch.sum(src, out=out)}, stream, samples=7, reps=3)["read"]
+    rd = time_offline({"read": lambda: torch.sum(src, dim=0, out=out)}, stream, samples=7, reps=3)["read"]
     return nbytes / (rd.median_us * 1e-6) / 1e9
 
 

@@ -5,8 +5,8 @@ Invariants:
   records); `sync()` does it again on demand. Results always come from the archive's current rows.
 - `similar_shapes` returns, for the k distinct ranked shapes nearest in shape-feature space (the query
   shape itself first when the archive has it), the best kernel per mode with its speedups.
-- `history` returns attempts on this and nearby shapes, failures included, nearest first then newest,
-  each with its attempt text and NCU metrics.
+- `history` and `query` return the exact k nearest attempts (failures included; of one GPU when `gpu` is
+  given), nearest first then newest, each with its attempt text and NCU metrics.
 - Without an embedding model the index is shape-only; `search_text` then ranks attempt texts by shared
   words instead of embeddings, with a warning.
 """

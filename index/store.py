@@ -243,6 +243,9 @@ class IndexStore:
                     [shape_features(M, N, K, self.sm_count) for M, N, K in self.shape_list]
                     or [np.zeros(SHAPE_DIM, np.float32)]
                 )
+            elif name == "text_matrix":  # row i = text number i (texts were added with ids 0, 1, ...)
+                n = self.texts.ntotal
+                value = faiss.downcast_index(self.texts.index).reconstruct_n(0, n)
             elif name == "by_text":  # record rows grouped by text number, newest first within a text
                 order = np.lexsort((-self.entries[:, ID], self.entries[:, TEXT]))
                 starts = np.searchsorted(self.entries[order, TEXT], np.arange(len(self.text_list) + 1))
@@ -284,12 +287,10 @@ class IndexStore:
         return [(int(ids[i]), float(d[keep][i])) for i in order]
 
     def _cosines(self, text_vec: np.ndarray) -> np.ndarray:
-        """The query's cosine to every distinct text, indexed by text number (one FAISS scan)."""
-        n = self.texts.ntotal
-        sims, nos = self.texts.search(np.asarray(text_vec, dtype=np.float32).reshape(1, -1), n)
-        cos = np.zeros(n, dtype=np.float64)
-        cos[nos[0]] = sims[0]
-        return cos
+        """The query's cosine to every distinct text, indexed by text number. `einsum` (no BLAS threads:
+        those, like OpenMP's, keep spinning after a call and slow the next query embedding)."""
+        q = np.asarray(text_vec, dtype=np.float32).reshape(-1)
+        return np.einsum("ij,j->i", self._get("text_matrix"), q).astype(np.float64)
 
     def search_texts(self, text_vec: np.ndarray, k: int) -> list[tuple[int, float]]:
         if self.texts is None or self.texts.ntotal == 0 or not self.text_mode:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from archive import Archive
+from archive.schema import MIGRATIONS
 from archive.synthetic import attempts
 
 WORKERS = 4
@@ -65,7 +66,7 @@ def test_concurrent_first_open_migrates_once(tmp_path):
         p.join(timeout=60)
     assert all(r[0] == "ok" for r in results), results
     with Archive(path) as a:
-        assert [r[0] for r in a.execute("SELECT name FROM _migrations")] == ["001_initial"]
+        assert [r[0] for r in a.execute("SELECT name FROM _migrations")] == [n for n, _ in MIGRATIONS]
         assert a.stats()["records"] == 3 * PER_WORKER
 
 
