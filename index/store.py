@@ -31,6 +31,12 @@ from index.digest import attempt_text, kernel_digest
 from index.embed import MODEL_NAME, TEXT_DIM, Embedder, enabled
 from index.features import SHAPE_DIM, shape_features
 
+
+def on_gpu() -> bool:
+    """True when the installed FAISS is a GPU build and sees a GPU (the default install is faiss-cpu)."""
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
 VERSION = 2
 W_SHAPE = 1.0
 W_TEXT = 0.5
@@ -286,6 +292,18 @@ class IndexStore:
         order = np.lexsort((-ids, np.round(d[keep], 4)))[:k]
         return [(int(ids[i]), float(d[keep][i])) for i in order]
 
+    def _text_searcher(self) -> faiss.Index:
+        """The text index to search: a GPU copy when a GPU build of FAISS sees a GPU, else the CPU one.
+        The CPU index stays the one that is persisted and appended to; the copy follows its size."""
+        if not on_gpu():
+            return self.texts
+        cached = getattr(self, "_gpu_texts", None)
+        if cached is None or cached[0] != self.texts.ntotal:
+            res = faiss.StandardGpuResources()
+            cached = (self.texts.ntotal, faiss.index_cpu_to_gpu(res, 0, self.texts), res)
+            self._gpu_texts = cached
+        return cached[1]
+
     def _cosines(self, text_vec: np.ndarray) -> np.ndarray:
         """The query's cosine to every distinct text, indexed by text number. `einsum` (no BLAS threads:
         those, like OpenMP's, keep spinning after a call and slow the next query embedding)."""
@@ -295,7 +313,8 @@ class IndexStore:
     def search_texts(self, text_vec: np.ndarray, k: int) -> list[tuple[int, float]]:
         if self.texts is None or self.texts.ntotal == 0 or not self.text_mode:
             return []
-        sims, nos = self.texts.search(text_vec.reshape(1, -1).astype(np.float32), min(k, self.texts.ntotal))
+        index = self._text_searcher()
+        sims, nos = index.search(text_vec.reshape(1, -1).astype(np.float32), min(k, self.texts.ntotal))
         return [(int(n), float(s)) for n, s in zip(nos[0], sims[0]) if n >= 0]
 
     def text_for(self, record_id: int) -> str | None:

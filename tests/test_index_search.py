@@ -63,3 +63,12 @@ def test_new_records_are_found_after_sync():
         a.add_evaluation(h, at.record)
         assert r.sync()["added"] == 1
         assert [g["id"] for g in r.history(1000, 1000, 1000, gpu="H300")] == [a.max_record_id()]
+
+
+def test_faiss_build_decides_cpu_or_gpu_search():
+    import faiss
+
+    from index.store import on_gpu
+
+    gpu_build = hasattr(faiss, "StandardGpuResources")
+    assert on_gpu() == (gpu_build and faiss.get_num_gpus() > 0)
