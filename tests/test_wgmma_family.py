@@ -181,3 +181,10 @@ def test_compiles_for_sm90a_and_sm80(case, tmp_path):
         assert "UTMASTG.2D" in text
     if params["consumers"] == 2:
         assert "USETMAXREG.DEALLOC" in text and "USETMAXREG.TRY_ALLOC" in text
+
+
+@pytest.mark.parametrize("shape", [(12288, 12288, 256), (16384, 2048, 256)])
+def test_short_k_many_tiles_defaults_to_pingpong(shape):
+    p = FAMILIES["wgmma"].default_params(*shape)
+    assert (p["bm"], p["bn"], p["pingpong"], p["split_k"]) == (128, 128, 1, 1)
+    assert FAMILIES["wgmma"].check(p, *shape) is None

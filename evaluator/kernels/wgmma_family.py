@@ -125,6 +125,7 @@ class WgmmaFamily(Family):
 
         - Enough 128x256 tiles for every SM (and M % 256 == 0): 128x256, two consumers, 2x1 cluster
           with multicast Bt, TMA-store epilogue (0.97-0.98x cuBLAS at 4096^3 and 8192x8192x4096).
+        - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
         - Otherwise the tile with the least estimated time: waves (ceil(tiles / #SMs)) x per-tile cost,
           cost = tile area / measured relative efficiency (128x256: 1.0, 128x128: 0.8, 64x128: 0.55,
           64x64: 0.43, from 4096^3 and 8192x8192x4096); 128-row tiles use two consumers, 64-row one.
@@ -148,6 +149,10 @@ class WgmmaFamily(Family):
         params = {**base, "bm": bm, "bn": bn, "consumers": consumers}
         if (bm, bn) == (128, 256) and M % 256 == 0:
             params["cluster_m"] = 2
+        if k_blocks <= 4 and M % 128 == 0 and N % 128 == 0 and (M // 128) * (N // 128) >= 2 * sms:
+            # Short K, many tiles: the epilogue costs as much as the main loop, and ping-pong consumers
+            # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
+            params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
         if tiles * 2 <= sms and k_blocks >= 24:
             # Narrowest useful tile for split-K: 64 rows (one consumer), as wide as N allows.
             for sbm, sbn in ((64, 128), (64, 64), (128, 128)):
