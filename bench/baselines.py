@@ -34,7 +34,7 @@ def main() -> None:
     with LocalEvaluator() as ev:
         for M, N, K in shapes:
             t0 = time.perf_counter()
-            table = ev.baseline_table(M, N, K)
+            table = ev.baseline_table(M, N, K, fresh=True)
             table["seconds"] = time.perf_counter() - t0
             rows.append(table)
             print(f"{M}x{N}x{K}: " + "  ".join(

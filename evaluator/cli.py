@@ -40,6 +40,7 @@ def bench(
     K: int = typer.Argument(..., help="columns of A, rows of B"),
     mode: str = typer.Option("both", help=MODE_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+    fresh: bool = typer.Option(False, "--fresh", help="time again instead of reading this GPU's cached figures"),
 ) -> None:
     """Time the four cuBLAS baselines and show the physical floor for one shape."""
     validate_shape(M, N, K)
@@ -47,7 +48,7 @@ def bench(
     from evaluator.local import LocalEvaluator
 
     with LocalEvaluator() as ev:
-        table = ev.baseline_table(M, N, K, modes)
+        table = ev.baseline_table(M, N, K, modes, fresh=fresh)
     if as_json:
         print(json.dumps(table, indent=1))
         return

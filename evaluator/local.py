@@ -122,18 +122,26 @@ class LocalEvaluator:
             if cand.median_us < floor:
                 rec.fail("suspicious_speed", f"{mode}: {cand.median_us:.2f} us is below the physical floor {floor:.2f} us")
 
-    def baseline_table(self, M: int, N: int, K: int, modes=("offline", "server")) -> dict:
-        """Baselines and floors alone, for `hgemm bench`."""
-        from evaluator.gpu_facts import floor_us
+    def baseline_table(self, M: int, N: int, K: int, modes=("offline", "server"), fresh: bool = False) -> dict:
+        """Baselines and floors alone, for `hgemm bench`; cached per (GPU, driver, shape, mode) unless `fresh`."""
+        from evaluator import baseline_cache
+        from evaluator.gpu_facts import floor_us, gpu_key
 
         validate_shape(M, N, K)
         self._prepare(M, N, K)
-        times = self.worker.request("time_baselines", 300.0, modes=list(modes))
+        key = gpu_key(self._info)
+        times = {m: None if fresh else baseline_cache.load(key, M, N, K, m) for m in modes}
+        todo = [m for m, t in times.items() if t is None]
+        if todo:
+            measured = self.worker.request("time_baselines", 300.0, modes=todo)
+            for m, t in measured.items():
+                baseline_cache.store(key, M, N, K, m, t)
+                times[m] = t
         facts, l2 = self.prepared["facts"], self._info.l2_bytes
         return {
             "M": M, "N": N, "K": K, "gpu": self._info.name, "driver": self._info.driver, "facts": facts,
-            "missing": self.prepared.get("missing", {}),
-            "modes": {m: {"floor_us": floor_us(facts, M, N, K, m, l2), "baselines": t} for m, t in times.items()},
+            "missing": self.prepared.get("missing", {}), "cached": [m for m in modes if m not in todo],
+            "modes": {m: {"floor_us": floor_us(facts, M, N, K, m, l2), "baselines": times[m]} for m in modes},
         }
 
 

@@ -1,0 +1,32 @@
+"""Baseline timings cached per (GPU, driver, shape, mode) under the state root.
+
+`hgemm bench` reads them back unless asked for fresh ones. Candidate evaluations never use
+the cache: they time the baselines again, interleaved with the candidate on the same inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from evaluator.paths import state_dir
+
+
+def _path(gpu_key: str) -> Path:
+    return state_dir("baselines") / f"{gpu_key}-times.json"
+
+
+def load(gpu_key: str, M: int, N: int, K: int, mode: str) -> dict | None:
+    path = _path(gpu_key)
+    if not path.exists():
+        return None
+    return json.loads(path.read_text()).get(f"{M}x{N}x{K}:{mode}")
+
+
+def store(gpu_key: str, M: int, N: int, K: int, mode: str, times: dict) -> None:
+    path = _path(gpu_key)
+    table = json.loads(path.read_text()) if path.exists() else {}
+    table[f"{M}x{N}x{K}:{mode}"] = times
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(table, indent=1))
+    tmp.replace(path)

@@ -1,0 +1,61 @@
+"""Baseline timings are cached per (GPU, driver, shape, mode); `hgemm bench` reuses them unless --fresh.
+
+The GPU worker is replaced by a recording stand-in (orchestration only); the real path runs on a GPU."""
+
+from __future__ import annotations
+
+from evaluator import baseline_cache
+from evaluator.local import LocalEvaluator
+from evaluator.record import GpuInfo
+
+FACTS = {"peak_tflops": 760.0, "bandwidth_gbs": 4300.0, "launch_us": 0.7}
+TIMES = {"torch_nn": {"median_us": 2.5, "p10_us": 2.4, "p90_us": 2.6, "n": 15}}
+
+
+class RecordingWorker:
+    alive = True
+
+    def __init__(self):
+        self.calls = []
+
+    def request(self, op, timeout_s, **args):
+        self.calls.append((op, args))
+        return {m: TIMES for m in args["modes"]}
+
+
+def evaluator_without_gpu(name="NVIDIA H200") -> LocalEvaluator:
+    ev = object.__new__(LocalEvaluator)
+    ev.worker = RecordingWorker()
+    ev._info = GpuInfo(name=name, cc="9.0", driver="580.159.04", sm_count=132, l2_bytes=60 << 20,
+                       smem_per_block_optin=232448)
+    ev._shape = (128, 128, 128)
+    ev.prepared = {"facts": FACTS, "missing": {}}
+    return ev
+
+
+def test_store_and_load_by_gpu_shape_and_mode():
+    assert baseline_cache.load("gpu-a", 64, 64, 64, "offline") is None
+    baseline_cache.store("gpu-a", 64, 64, 64, "offline", TIMES)
+    assert baseline_cache.load("gpu-a", 64, 64, 64, "offline") == TIMES
+    assert baseline_cache.load("gpu-a", 64, 64, 64, "server") is None
+    assert baseline_cache.load("gpu-b", 64, 64, 64, "offline") is None
+
+
+def test_bench_times_once_then_reads_the_cache_unless_fresh():
+    ev = evaluator_without_gpu()
+    first = ev.baseline_table(128, 128, 128)
+    assert [op for op, _ in ev.worker.calls] == ["time_baselines"] and first["cached"] == []
+    second = ev.baseline_table(128, 128, 128)
+    assert len(ev.worker.calls) == 1 and second["cached"] == ["offline", "server"]
+    assert second["modes"]["offline"]["baselines"] == TIMES
+    ev.baseline_table(128, 128, 128, fresh=True)
+    assert len(ev.worker.calls) == 2
+
+
+def test_another_driver_does_not_share_the_cache():
+    ev = evaluator_without_gpu()
+    ev.baseline_table(128, 128, 128)
+    other = evaluator_without_gpu()
+    other._info.driver = "590.1"
+    other.baseline_table(128, 128, 128)
+    assert len(other.worker.calls) == 1
