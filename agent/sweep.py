@@ -344,6 +344,9 @@ def sweep_command(
     out: Path = typer.Option(DEFAULT_OUT, "--out", help="directory for <name>.json, .md and .png"),
     name: str = typer.Option(None, "--name", help="report name (default: the grid file's stem)"),
     seed: int = typer.Option(0, "--seed", help="template proposer seed"),
+    export_archive: Path = typer.Option(
+        None, "--export-archive", help="also write the whole archive as jsonl (for `hgemm archive import` elsewhere)"
+    ),
 ) -> None:
     """Optimise every shape of a grid with the template proposer and write a report."""
     from agent.commands import open_evaluator
@@ -370,6 +373,9 @@ def sweep_command(
             resume=resume,
             seed=seed,
         )
+        if export_archive is not None:
+            lines = archive.export(export_archive, "jsonl")
+            typer.echo(f"exported {lines} archive lines to {export_archive}")
     paths = write_report(rows, out, name or grid.stem)
     summary = summarize(rows)
     for mode in MODES:

@@ -155,14 +155,23 @@ def test_sweep_command(tmp_path, monkeypatch):
     sweep.register(app)
     app.command("noop")(lambda: None)  # a second command keeps typer's sub-command parsing
     out = tmp_path / "results"
+    exported = tmp_path / "sweep-archive.jsonl"
     result = CliRunner().invoke(
-        app, ["sweep", "--grid", str(grid), "--budget-evals", "10", "--out", str(out)]
+        app,
+        ["sweep", "--grid", str(grid), "--budget-evals", "10", "--out", str(out), "--export-archive", str(exported)],
     )
     assert result.exit_code == 0, result.output
     data = json.loads((out / "mini.json").read_text())
     assert [(r["M"], r["N"], r["K"]) for r in data["rows"]] == [(128, 128, 128), (256, 512, 256)]
     assert (out / "mini.md").exists() and (out / "mini.png").exists()
     assert "geomean speedup" in result.output
+    # the exported archive carries the sweep's winners to another machine
+    from archive import Archive
+
+    with Archive(tmp_path / "elsewhere.db") as other:
+        other.import_file(exported)
+        for M, N, K in [(128, 128, 128), (256, 512, 256)]:
+            assert other.best(M, N, K) is not None
 
 
 def test_model_rank_correlation_is_spearman():
