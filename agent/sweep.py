@@ -236,6 +236,7 @@ def run_sweep(
     seed: int = 0,
     progress: bool = True,
     proposer_factory: Any = None,
+    sanitize: bool = False,
 ) -> list[dict[str, Any]]:
     """Optimise each shape (budgets are per shape); rows in the order of `shapes`."""
     from agent.loop import Budget, optimize
@@ -263,6 +264,7 @@ def run_sweep(
                     budget=Budget(evals=budget_evals, minutes=budget_minutes),
                     progress=False,
                     command="sweep",
+                    sanitize=sanitize,
                 )
                 spent = sum(r.eval_seconds or 0.0 for _, r in result.results)
                 best = result.best
@@ -344,6 +346,9 @@ def sweep_command(
     out: Path = typer.Option(DEFAULT_OUT, "--out", help="directory for <name>.json, .md and .png"),
     name: str = typer.Option(None, "--name", help="report name (default: the grid file's stem)"),
     seed: int = typer.Option(0, "--seed", help="template proposer seed"),
+    sanitize: bool = typer.Option(
+        False, "--sanitize", help="run compute-sanitizer memcheck and racecheck on each shape's finalists (slow)"
+    ),
     export_archive: Path = typer.Option(
         None, "--export-archive", help="also write the whole archive as jsonl (for `hgemm archive import` elsewhere)"
     ),
@@ -372,6 +377,7 @@ def sweep_command(
             budget_minutes=budget_minutes,
             resume=resume,
             seed=seed,
+            sanitize=sanitize,
         )
         if export_archive is not None:
             lines = archive.export(export_archive, "jsonl")

@@ -58,6 +58,7 @@ class StandinEvaluator:
     def __init__(self, gpu: GpuInfo = STANDIN_GPU):
         self.gpu = gpu
         self.calls: list[tuple[str, int]] = []
+        self.sanitized: list[tuple[str, int]] = []  # (stage, sources) of calls that asked for compute-sanitizer
 
     def gpu_info(self) -> GpuInfo:
         return self.gpu
@@ -81,6 +82,8 @@ class StandinEvaluator:
         sanitize: bool = False,
     ) -> list[EvalRecord]:
         self.calls.append((stage, len(sources)))
+        if sanitize:
+            self.sanitized.append((stage, len(sources)))
         return [self._one(s, M, N, K, stage, modes, ncu) for s in sources]
 
     def _one(

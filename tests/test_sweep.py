@@ -199,3 +199,16 @@ def test_model_rank_correlation_is_spearman():
         r.modes["offline"].candidate.median_us = 1.0 / predict_us(fam, c.params, *shape, gpu)
     assert model_rank_correlation(results, *shape, gpu) == pytest.approx(-1.0)
     assert model_rank_correlation(results[:3], *shape, gpu) is None
+
+
+def test_sweep_sanitizes_the_finalists_only():
+    from agent.sweep import run_sweep
+    from archive import Archive
+
+    ev = StandinEvaluator()
+    with Archive() as archive:
+        rows = run_sweep([(256, 256, 256)], evaluator=ev, archive=archive, budget_evals=12, progress=False,
+                         sanitize=True)
+    assert rows[0]["kernel"]
+    assert ev.sanitized and all(stage == "full" for stage, _ in ev.sanitized)
+    assert any(stage == "quick" for stage, _ in ev.calls)
