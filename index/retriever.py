@@ -132,15 +132,15 @@ class Retriever:
         vec = self._embed_query(text)
         return self._attempts(self.store.search_attempts(M, N, K, k, text_vec=vec, gpu=gpu))
 
-    def _attempts(self, hits: list[tuple[int, float]]) -> list[dict[str, Any]]:
-        """The archive rows of `hits` (nearest first, then newest), with distance and attempt text."""
+    def _attempts(self, hits: list[tuple[int, float]], key: str = "distance") -> list[dict[str, Any]]:
+        """The archive rows of `hits` in their order, each with its value under `key` and its attempt text."""
         found = self.archive.records_by_id([i for i, _ in hits])
         out = []
-        for rid, d in hits:
+        for rid, value in hits:
             row = found.get(rid)
             if row is None:
                 continue
-            row["distance"] = d
+            row[key] = value
             row["kernel_hash"] = row["kernel"]
             row["text"] = self.store.text_for(rid)
             out.append(row)
@@ -170,17 +170,7 @@ class Retriever:
                     break
             if len(hits) >= k:
                 break
-        found = self.archive.records_by_id([i for i, _ in hits])
-        out = []
-        for rid, score in hits:
-            row = found.get(rid)
-            if row is None:
-                continue
-            row["score"] = score
-            row["kernel_hash"] = row["kernel"]
-            row["text"] = self.store.text_for(rid)
-            out.append(row)
-        return out
+        return self._attempts(hits, key="score")
 
     def _word_overlap(self, query: str, k: int) -> list[tuple[int, float]]:
         words = set(_WORD.findall(query.lower()))
