@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -183,16 +184,27 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
     return path
 
 
-def write_report(rows: list[dict[str, Any]], out_dir: Path | str, name: str) -> dict[str, Path]:
-    """Write `<name>.json` (rows + summary), `<name>.md` and `<name>.png` under out_dir; return the paths."""
+def write_report(
+    rows: list[dict[str, Any]], out_dir: Path | str, name: str, *, plot_png: bool = True
+) -> dict[str, Path]:
+    """Write `<name>.json` (rows + summary), `<name>.md` and (with `plot_png`) `<name>.png` under out_dir;
+    return the paths written. Each file is written whole to a temporary name, then renamed."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(rows)
-    paths = {"json": out / f"{name}.json", "md": out / f"{name}.md", "png": out / f"{name}.png"}
-    paths["json"].write_text(json.dumps({"name": name, "summary": summary, "rows": rows}, indent=1) + "\n")
-    paths["md"].write_text(render_markdown(rows, summary, name))
-    plot(rows, paths["png"], f"hgemm sweep {name}")
+    paths = {"json": out / f"{name}.json", "md": out / f"{name}.md"}
+    _replace(paths["json"], json.dumps({"name": name, "summary": summary, "rows": rows}, indent=1) + "\n")
+    _replace(paths["md"], render_markdown(rows, summary, name))
+    if plot_png:
+        paths["png"] = out / f"{name}.png"
+        plot(rows, paths["png"], f"hgemm sweep {name}")
     return paths
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 # ----- running ---------------------------------------------------------------------------------------
@@ -237,8 +249,11 @@ def run_sweep(
     progress: bool = True,
     proposer_factory: Any = None,
     sanitize: bool = False,
+    on_row: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Optimise each shape (budgets are per shape); rows in the order of `shapes`."""
+    """Optimise each shape (budgets are per shape); rows in the order of `shapes`. `on_row(rows)` runs
+    after every shape with the rows so far (the command rewrites its report there, so a sweep cut off
+    by a time limit still leaves one). Without a terminal, progress is one plain line per shape."""
     from agent.loop import Budget, optimize
     from agent.template import TemplateProposer
 
@@ -285,7 +300,17 @@ def run_sweep(
                 row["stop_reason"] = result.stop_reason
             rows.append(row)
             bar.advance(task)
+            if progress and not bar.console.is_terminal:
+                print(f"[{len(rows)}/{len(shapes)}] {_line(row)}", flush=True)
+            if on_row is not None:
+                on_row(rows)
     return rows
+
+
+def _line(row: dict[str, Any]) -> str:
+    speed = " ".join(f"{mode} {_fmt(row.get(f'{mode}_speedup_best'))}x" for mode in MODES)
+    return f"{row['M']}x{row['N']}x{row['K']} {row['status']} {row.get('family') or '-'} {speed}"
+
 
 
 def model_rank_correlation(
@@ -366,6 +391,7 @@ def sweep_command(
         raise BadInput(f"grid file {grid} holds no shapes")
     for s in shapes:
         validate_shape(*s)
+    report_name = name or grid.stem
     with open_evaluator() as evaluator, Archive() as archive:
         retriever = Retriever(archive, gpu_sm_count=evaluator.gpu_info().sm_count)
         rows = run_sweep(
@@ -378,11 +404,12 @@ def sweep_command(
             resume=resume,
             seed=seed,
             sanitize=sanitize,
+            on_row=lambda so_far: write_report(so_far, out, report_name, plot_png=False),
         )
         if export_archive is not None:
             lines = archive.export(export_archive, "jsonl")
             typer.echo(f"exported {lines} archive lines to {export_archive}")
-    paths = write_report(rows, out, name or grid.stem)
+    paths = write_report(rows, out, report_name)
     summary = summarize(rows)
     for mode in MODES:
         typer.echo(f"{mode}: geomean speedup vs best baseline {_fmt(summary[mode]['geomean_speedup_best'])}x")

@@ -300,6 +300,9 @@ class TemplateProposer:
         def add(opt: _Option, anchor: float | None = None) -> None:
             """Pool a valid, new option. Its score is the model's time scaled by the measured/predicted
             ratio of the configuration it came from (`anchor`), else by its family's calibration."""
+            fam = self.families.get(opt.family)
+            if fam is not None and callable(getattr(fam, "repair", None)):
+                opt.params = fam.repair(opt.params)
             key = config_key(opt.family, opt.params)
             if key in self.proposed or key in self.failed or key in self.measured:
                 return

@@ -63,7 +63,14 @@ CONFIGS: dict[str, dict] = {
     "cluster_256": {**_BASE, "bn": 256, "stages": 3, "cluster_m": 2},
     "splitk4": {**_BASE, "bn": 128, "stages": 6, "epilogue": 0, "split_k": 4},
     "m64_splitk8": {**_BASE, "bm": 64, "consumers": 1, "bn": 128, "stages": 8, "epilogue": 0, "split_k": 8},
-}
+    "dsmem_splitk4": {**_BASE, "bn": 128, "stages": 6, "epilogue": 0, "persistent": 0, "split_k": 4,
+                      "split_dsmem": 1},
+    "m64_dsmem_splitk8": {**_BASE, "bm": 64, "consumers": 1, "bn": 128, "stages": 8, "epilogue": 0,
+                          "persistent": 0, "split_k": 8, "split_dsmem": 1},
+    "pingpong_cl2": {**_BASE, "bn": 128, "stages": 5, "pingpong": 1, "cluster_m": 2},
+    "cluster_256_panels": {**_BASE, "bn": 256, "stages": 4, "cluster_m": 2, "epi_panels": 2},
+    "tma_epi_panels": {**_BASE, "bn": 256, "stages": 4, "epi_panels": 2},
+}  # fmt: skip
 SMS = 132
 
 
@@ -76,7 +83,7 @@ def best_stages(params: dict, shape: tuple[int, int, int], most: int = 8) -> dic
     return None
 
 
-def sweep_configs(shape: tuple[int, int, int], limit: int = 24) -> dict[str, dict]:
+def sweep_configs(shape: tuple[int, int, int], limit: int = 40) -> dict[str, dict]:
     """Generated variants for one shape: (bm, consumers) x bn x split_k with a sensible unit count,
     plus ping-pong and 2x1-cluster variants of the no-split tiles. Names encode the parameters."""
     M, N, K = shape
@@ -97,6 +104,10 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 24) -> dict[str, dic
                 if params is None:
                     continue
                 out[f"b{bm}x{bn}c{consumers}s{split}"] = params
+                if 1 < split <= 8:  # the same split summed in the cluster's shared memory
+                    dsk = best_stages({**params, "persistent": 0, "split_dsmem": 1}, shape)
+                    if dsk is not None:
+                        out[f"b{bm}x{bn}c{consumers}s{split}dsk"] = dsk
                 if split == 1 and consumers == 2 and bm == 128:
                     pp = best_stages({**params, "pingpong": 1}, shape)
                     if pp is not None:
@@ -104,6 +115,14 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 24) -> dict[str, dic
                     cl = best_stages({**params, "cluster_m": 2}, shape)
                     if cl is not None and M >= 1024 and N >= 1024:
                         out[f"b{bm}x{bn}cl2"] = cl
+                    ppcl = best_stages({**params, "pingpong": 1, "cluster_m": 2}, shape)
+                    if ppcl is not None and M >= 1024 and N >= 1024:
+                        out[f"b{bm}x{bn}ppcl2"] = ppcl
+                    if bn == 256:  # C staged a panel at a time: one more ring stage
+                        for c in (1, 2):
+                            ep = best_stages({**params, "cluster_m": c, "epi_panels": 2}, shape)
+                            if ep is not None:
+                                out[f"b{bm}x{bn}cl{c}ep"] = ep
 
     # Keep the variants whose unit count fills the GPU best (fewest idle SM slots in the last wave).
     def waste(item):

@@ -212,3 +212,45 @@ def test_sweep_sanitizes_the_finalists_only():
     assert rows[0]["kernel"]
     assert ev.sanitized and all(stage == "full" for stage, _ in ev.sanitized)
     assert any(stage == "quick" for stage, _ in ev.calls)
+
+
+class DiesOnShape(StandinEvaluator):
+    """The stand-in evaluator, killed (as by a time limit) when the sweep reaches `shape`."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.shape = shape
+
+    def evaluate(self, sources, M, N, K, **kw):
+        if (M, N, K) == self.shape:
+            raise KeyboardInterrupt  # what a timeout's SIGINT looks like to Python
+        return super().evaluate(sources, M, N, K, **kw)
+
+
+def test_a_sweep_cut_off_keeps_the_report_of_the_shapes_it_finished(tmp_path, monkeypatch):
+    import agent.commands
+
+    monkeypatch.setattr(agent.commands, "open_evaluator", lambda: DiesOnShape((256, 512, 256)))
+    monkeypatch.setenv("HGEMM_EMBEDDER", "none")
+    grid = tmp_path / "mini.txt"
+    grid.write_text("128 128 128\n256 512 256\n")
+    app = typer.Typer()
+    sweep.register(app)
+    app.command("noop")(lambda: None)
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["sweep", "--grid", str(grid), "--budget-evals", "8", "--out", str(out)])
+    assert result.exit_code != 0
+    data = json.loads((out / "mini.json").read_text())
+    assert [(r["M"], r["N"], r["K"]) for r in data["rows"]] == [(128, 128, 128)]
+    assert data["rows"][0]["status"] == "optimized"
+    assert "| 128 | 128 | 128 |" in (out / "mini.md").read_text()
+
+
+def test_sweep_without_a_terminal_prints_a_line_per_shape(capsys):
+    from archive import Archive
+
+    with Archive() as archive:
+        run_sweep([(128, 128, 128), (256, 256, 256)], evaluator=StandinEvaluator(), archive=archive, budget_evals=8)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[")]
+    assert lines[0].startswith("[1/2] 128x128x128 optimized") and lines[1].startswith("[2/2] 256x256x256")
+    assert "offline" in lines[0] and "server" in lines[0]

@@ -125,10 +125,34 @@ def test_neighbours_of_measured_configurations_name_their_parents():
         if child.note.startswith("neighbour"):
             parent = by_hash[child.parents[0]]
             assert parent.family == child.family
-            diff = [k for k in child.params if child.params[k] != parent.params[k]]
-            assert len(diff) == 1
-            values = list(FAMILIES[child.family].space[diff[0]])
-            assert abs(values.index(child.params[diff[0]]) - values.index(parent.params[diff[0]])) == 1
+            assert child.params in one_step_moves(child.family, parent.params)
+
+
+def one_step_moves(family: str, params: dict) -> list[dict]:
+    """Every configuration one parameter step away from `params`, after the family's `repair`."""
+    fam = FAMILIES[family]
+    out = []
+    for name, values in fam.space.items():
+        values = list(values)
+        if name not in params:
+            continue
+        i = values.index(params[name])
+        out += [fam.repair({**params, name: values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(values)]
+    return out
+
+
+def test_neighbour_moves_are_repaired_into_valid_configurations():
+    # 1024 x 128 x 16384: the wgmma default splits K 8 ways through the workspace (persistent CTAs).
+    # Turning on split_dsmem alone would be invalid (it needs one CTA per unit); repair makes the
+    # move valid, so the search reaches the cluster-reduced split.
+    shape = (1024, 128, 16384)
+    p = TemplateProposer(seed=0, explore=0.0, random_samples=0)
+    proposed, _ = drive(p, StandinEvaluator(), *shape, rounds=4)
+    wgmma = [c for c in proposed if c.family == "wgmma"]
+    assert any(c.params["split_dsmem"] for c in wgmma)
+    for c in wgmma:
+        assert FAMILIES["wgmma"].check(c.params, *shape, GPU) is None
+        assert c.params == FAMILIES["wgmma"].repair(c.params)
 
 
 def test_small_space_is_exhausted_without_repeats():

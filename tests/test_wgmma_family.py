@@ -140,6 +140,8 @@ COMPILE_CASES = {
     "one_consumer_direct": {**BIG, "bn": 64, "stages": 4, "consumers": 1, "persistent": 0, "epilogue": 0},
     # Ping-pong consumers, each with a whole 128x128 tile (two m64 blocks) and its own staging tile.
     "pingpong": {**BIG, "bn": 128, "stages": 4, "pingpong": 1},
+    # Split-K summed in the cluster's distributed shared memory: one CTA per (tile, slice).
+    "split_dsmem": {**BIG, "bn": 128, "stages": 6, "epilogue": 0, "persistent": 0, "split_k": 4, "split_dsmem": 1},
 }
 
 
@@ -179,6 +181,9 @@ def test_compiles_for_sm90a_and_sm80(case, tmp_path):
         assert "UTMALDG.2D.MULTICAST" in text
     if params["epilogue"]:
         assert "UTMASTG.2D" in text
+        assert "STSM" in text  # the staging tile is written with stmatrix
+    if params.get("split_dsmem"):
+        assert "UCGABAR_ARV" in text and "UTMASTG" not in text  # cluster barrier, plain stores to C
     if params["consumers"] == 2:
         assert "USETMAXREG.DEALLOC" in text and "USETMAXREG.TRY_ALLOC" in text
 
@@ -188,3 +193,67 @@ def test_short_k_many_tiles_defaults_to_pingpong(shape):
     p = FAMILIES["wgmma"].default_params(*shape)
     assert (p["bm"], p["bn"], p["pingpong"], p["split_k"]) == (128, 128, 1, 1)
     assert FAMILIES["wgmma"].check(p, *shape) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"split_k": 16}, "2 <= split_k <= 8"),
+        ({"persistent": 1}, "needs persistent=0, cluster_m=1, pingpong=0"),
+        ({"cluster_m": 2}, "needs persistent=0, cluster_m=1, pingpong=0"),
+    ],
+)
+def test_split_dsmem_rules(change, needle):
+    ok = {**BIG, "bn": 128, "stages": 6, "epilogue": 0, "persistent": 0, "split_k": 4, "split_dsmem": 1}
+    assert FAMILY.check(ok, 2048, 256, 4096, H100) is None
+    reason = FAMILY.check({**ok, **change}, 2048, 256, 4096, H100)
+    assert reason is not None and needle in reason
+
+
+def test_split_dsmem_needs_no_workspace_and_parks_the_partial_in_the_ring():
+    # 4096 x 4096 x 8192 with 8 slices in the workspace would need 512 MiB; the cluster version none,
+    # but its 128 x (128 + 8) fp32 partial is larger than a 2-stage ring, so the buffer grows.
+    p = {**BIG, "bn": 128, "stages": 2, "epilogue": 0, "persistent": 0, "split_k": 8, "split_dsmem": 1}
+    ring = 2 * (128 * 64 * 2 + 128 * 64 * 2)
+    assert shared_bytes(p) == 128 * 136 * 4 + (2 * 2 + 2) * 8 + 1024
+    assert 128 * 136 * 4 > ring
+    assert FAMILY.check(p, 4096, 4096, 8192, H100) is None
+    assert "workspace" in FAMILY.check({**p, "split_dsmem": 0}, 4096, 4096, 8192, H100)
+
+
+def test_render_leaves_out_split_dsmem_when_off():
+    with_key = FAMILY.render({**BIG, "split_k": 1, "split_dsmem": 0})
+    assert with_key == FAMILY.render({**BIG, "split_k": 1})
+    assert with_key.count("#define HG_SPLIT_DSMEM") == 1  # only the template's own fallback
+    on = FAMILY.render({**BIG, "epilogue": 0, "persistent": 0, "split_k": 2, "split_dsmem": 1})
+    assert "#define HG_SPLIT_DSMEM 1\n" in on
+
+
+@pytest.mark.parametrize(
+    ("params", "expect"),
+    [
+        # A split summed in DSMEM: one CTA per unit, no TMA-staged C.
+        ({**BIG, "bn": 128, "stages": 6, "split_k": 4, "split_dsmem": 1},
+         {"persistent": 0, "epilogue": 0, "cluster_m": 1}),
+        # No split: split_dsmem means nothing and is reset.
+        ({**BIG, "split_dsmem": 1}, {"split_dsmem": 0}),
+        # Widening the tile of a 6-stage 128x128 config: the ring shrinks to what fits.
+        ({**BIG, "bn": 256, "stages": 6}, {"stages": 3}),
+        # Archived before split_k / split_dsmem existed.
+        ({k: v for k, v in BIG.items()}, {"split_k": 1, "split_dsmem": 0}),
+    ],
+)  # fmt: skip
+def test_repair_makes_one_parameter_moves_valid(params, expect):
+    fixed = FAMILY.repair(params)
+    for key, value in expect.items():
+        assert fixed[key] == value
+    assert FAMILY.check(fixed, 4096, 4096, 4096, H100) is None
+
+
+def test_mid_shape_with_long_k_defaults_to_a_dsmem_split():
+    # 2048 x 256 x 4096 on the H200: 64x128 tiles, 2 slices summed in DSMEM, 0.79 -> 0.94x.
+    p = FAMILY.default_params(2048, 256, 4096, H100)
+    assert (p["bm"], p["bn"], p["split_k"], p["split_dsmem"], p["persistent"]) == (64, 128, 2, 1, 0)
+    # Deep splits stay in the workspace (8 slices of 1024 x 128 x 16384).
+    q = FAMILY.default_params(1024, 128, 16384, H100)
+    assert q["split_k"] == 8 and q["split_dsmem"] == 0

@@ -4,6 +4,8 @@
 template body with any shared `.cuh` inlined) that implements the kernel contract.
 `check(params, M, N, K, gpu)` returns None when the parameters are valid for the shape
 and GPU, else a one-line reason (shared memory, registers, divisibility, ...).
+`repair(params)` applies the companion changes a one-parameter move needs (e.g. a mode that
+requires another switch off), so neighbour moves in a search land on valid configurations.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ class Family:
         if gpu is not None and float(gpu.cc) < self.min_cc:
             return f"{self.name}: needs compute capability {self.min_cc}, GPU has {gpu.cc}"
         return None
+
+    def repair(self, params: Params) -> Params:
+        """`params` with the companion changes a single-parameter move implies (a new copy); the base
+        family has none. A search calls it on every candidate before `check`."""
+        return dict(params)
 
     def render(self, params: Params) -> str:
         defines = "".join(f"#define HG_{k.upper()} {int(v) if isinstance(v, bool) else v}\n" for k, v in sorted(params.items()))

@@ -6,15 +6,21 @@ One producer warpgroup streams A/Bt tiles with TMA into a `stages`-deep shared-m
 (`persistent`, `group_m`), a TMA-store epilogue through swizzled shared memory (`epilogue`), and
 2x1 clusters sharing Bt tiles through TMA multicast (`cluster_m`), and ping-pong consumers that take
 alternate whole tiles instead of splitting each tile's rows (`pingpong`), and split-K (`split_k` > 1:
-each (tile, K slice) unit writes an fp32 partial to the workspace, a second kernel sums them into C).
+each (tile, K slice) unit writes an fp32 partial to the workspace, a second kernel sums them into C;
+with `split_dsmem` the slices of a tile run as one cluster and sum their partials through
+distributed shared memory instead: one launch, no workspace).
 
 Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the template with
 `wgmma_ptx.cuh` inlined, no local `#include "..."` left). `check` accepts only what the template
 static_asserts and the device allows: M % (bm*cluster_m) == 0, N % bn == 0, K % 64 == 0,
 K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with split_k > 1
-(partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on H100), compute capability 9.x.
+(partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on
+H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable cluster),
+persistent=0, cluster_m=1, pingpong=0. epi_panels=2 (stage C one 64-column panel at a time
+through a two-panel ring, so a deeper operand ring fits) needs epilogue=1 and split_k=1.
 `shared_bytes` is the exact dynamic shared memory the kernel requests. A parameter set without
-`split_k` (archived before it existed) means split_k=1, which renders the same kernel as before.
+`split_k`, `split_dsmem` or `epi_panels` (archived before they existed) means 1 / 0 / 0, which
+renders the same kernel as before.
 """
 
 from __future__ import annotations
@@ -39,7 +45,10 @@ SPACE: dict[str, tuple] = {
     "cluster_m": (1, 2),
     "pingpong": (0, 1),
     "split_k": (1, 2, 3, 4, 6, 8, 16, 32, 64),
+    "split_dsmem": (0, 1),
+    "epi_panels": (0, 2),
 }
+OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0}  # parameters added later: absent means this value
 WORKSPACE_BYTES = 64 << 20  # the contract's minimum workspace
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
 # relative to 128x256 with a 2x1 cluster (H200, bench/NOTES.md).
@@ -52,8 +61,10 @@ def shared_bytes(params: Params) -> int:
     bm, bn, stages = params["bm"], params["bn"], params["stages"]
     ring = stages * (bm * BK * 2 + bn * BK * 2)
     split = params.get("split_k", 1)
-    c_stage = params["consumers"] * wg_rows(params) * bn * 2 if params["epilogue"] and split == 1 else 0
-    return ring + c_stage + (2 * stages + 2) * 8 + 1024
+    cols = 64 * params["epi_panels"] if params.get("epi_panels", 0) else bn  # staged C columns per consumer
+    c_stage = params["consumers"] * wg_rows(params) * cols * 2 if params["epilogue"] and split == 1 else 0
+    parked = bm * (bn + 8) * 4 if params.get("split_dsmem", 0) and split > 1 else 0  # reuses the ring
+    return max(ring + c_stage, parked) + (2 * stages + 2) * 8 + 1024
 
 
 def wg_rows(params: Params) -> int:
@@ -78,19 +89,26 @@ def inline_includes(text: str, seen: set[str] | None = None) -> str:
 
 class WgmmaFamily(Family):
     def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
-        params = {"split_k": 1, **params}
+        params = {**OPTIONAL, **params}
         reason = super().check(params, M, N, K, gpu)
         if reason:
             return reason
         bm, bn, cluster_m, split = params["bm"], params["bn"], params["cluster_m"], params["split_k"]
+        if params["split_dsmem"]:
+            if not 2 <= split <= 8:
+                return f"{self.name}: split_dsmem needs 2 <= split_k <= 8 (one portable cluster), got {split}"
+            if params["persistent"] or cluster_m != 1 or params["pingpong"]:
+                return f"{self.name}: split_dsmem runs one CTA per (tile, slice): needs persistent=0, cluster_m=1, pingpong=0"
+        elif split > 1 and split * M * N * 4 > WORKSPACE_BYTES:
+            return (
+                f"{self.name}: split_k={split} partials need {split * M * N * 4} bytes, workspace is 64 MiB"
+            )
         if split > 1 and params["epilogue"]:
             return f"{self.name}: split_k={split} writes fp32 partials directly; needs epilogue=0"
         if split > 1 and K // BK < split:
             return f"{self.name}: K={K} has {K // BK} k-blocks, fewer than split_k={split}"
-        if split > 1 and split * M * N * 4 > WORKSPACE_BYTES:
-            return (
-                f"{self.name}: split_k={split} partials need {split * M * N * 4} bytes, workspace is 64 MiB"
-            )
+        if params["epi_panels"] and (not params["epilogue"] or split > 1):
+            return f"{self.name}: epi_panels stages C panels for the TMA store: needs epilogue=1, split_k=1"
         if params["pingpong"] and params["consumers"] != 2:
             return f"{self.name}: pingpong needs consumers=2"
         rows = wg_rows(params)
@@ -116,7 +134,32 @@ class WgmmaFamily(Family):
             return f"{self.name}: wgmma needs compute capability 9.x (sm_90a), GPU has {gpu.cc}"
         return None
 
+    def repair(self, params: Params) -> Params:
+        """Fill parameters added later, then make the switches agree: split-K writes no TMA-staged
+        C (epilogue=0), split_dsmem only with a split (and then one CTA per unit, no multicast, no
+        ping-pong), ping-pong with two consumers, and the deepest ring <= `stages` that fits."""
+        p = {**OPTIONAL, **params}
+        if p["split_k"] == 1:
+            p["split_dsmem"] = 0
+        else:
+            p["epilogue"] = 0
+        if not p["epilogue"]:
+            p["epi_panels"] = 0
+        if p["split_dsmem"]:
+            p.update(persistent=0, cluster_m=1, pingpong=0)
+        if p["pingpong"]:
+            p["consumers"] = 2
+        stages = [s for s in SPACE["stages"] if s <= p.get("stages", 0)]
+        while len(stages) > 1 and shared_bytes({**p, "stages": stages[-1]}) > HOPPER_SMEM_OPTIN:
+            stages.pop()
+        if stages:
+            p["stages"] = stages[-1]
+        return p
+
     def render(self, params: Params) -> str:
+        # split_dsmem=0 and epi_panels=0 are the template's defaults: leaving them out keeps older
+        # kernels' sources (and hashes).
+        params = {k: v for k, v in params.items() if not (k in ("split_dsmem", "epi_panels") and not v)}
         return inline_includes(super().render(params))
 
     def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params | None:
@@ -134,7 +177,8 @@ class WgmmaFamily(Family):
         if K % BK:
             return None
         k_blocks = K // BK
-        base = {"group_m": 8, "persistent": 1, "epilogue": 1, "cluster_m": 1, "pingpong": 0, "split_k": 1}
+        base = {"group_m": 8, "persistent": 1, "epilogue": 1, "cluster_m": 1, "pingpong": 0, "split_k": 1,
+                "split_dsmem": 0, "epi_panels": 0}  # fmt: skip
         fits = [
             (bm, bn, c, (M // bm) * (N // bn)) for bm, bn, c in TILE_CLASSES if M % bm == 0 and N % bn == 0
         ]
@@ -153,16 +197,20 @@ class WgmmaFamily(Family):
             # Short K, many tiles: the epilogue costs as much as the main loop, and ping-pong consumers
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
-        if tiles * 2 <= sms and k_blocks >= 24:
-            # Narrowest useful tile for split-K: 64 rows (one consumer), as wide as N allows.
+        if (tiles * 2 <= sms and k_blocks >= 24) or (tiles <= sms and k_blocks >= 32):
+            # Narrowest useful tile for split-K: 64 rows (one consumer), as wide as N allows. Up to 4
+            # slices sum in the cluster's shared memory (H200: 2048x256x4096 0.79 -> 0.94x); deeper
+            # splits go through the workspace (1024x128x16384: 8 slices 0.90x there, 0.61x in DSMEM).
             for sbm, sbn in ((64, 128), (64, 64), (128, 128)):
                 if M % sbm == 0 and N % sbn == 0:
                     stiles = (M // sbm) * (N // sbn)
                     splits = [s for s in self.space["split_k"] if stiles * s <= sms and k_blocks // s >= 12]
-                    if max(splits) > 1:
+                    if splits and max(splits) > 1:
                         bm, bn, split = sbm, sbn, max(splits)
                         params = {**base, "bm": bm, "bn": bn, "consumers": 1 if bm == 64 else 2,
                                   "epilogue": 0, "split_k": split}  # fmt: skip
+                        if split <= 4:
+                            params.update(split_dsmem=1, persistent=0)
                         break
         for stages in (8, 7, 6, 5, 4, 3, 2):
             candidate = {**params, "stages": stages}

@@ -8,16 +8,22 @@
 // persistent when HG_PERSISTENT (grid = #SMs, static stride over tiles in grouped raster order of
 // HG_GROUP_M tile rows), one tile per CTA otherwise. With HG_CLUSTER_M == 2 two CTAs stacked along M
 // form a cluster and share each Bt tile through TMA multicast (each loads half). The epilogue
-// writes fp16 straight from registers (HG_EPILOGUE 0) or through 128-byte-swizzled shared memory
-// and a TMA store (HG_EPILOGUE 1). With HG_SPLIT_K > 1 every (tile, K-slice) pair is a work unit:
-// the unit's fp32 partial tile goes straight from registers to the workspace (slice-major
-// SPLIT_K x M x N floats) and a second kernel sums the slices into C (launched with programmatic
-// dependent launch when HG_PDL, so its launch overlaps the main kernel's tail).
+// writes fp16 straight from registers (HG_EPILOGUE 0) or with stmatrix into 128-byte-swizzled
+// shared memory and a TMA store (HG_EPILOGUE 1): the whole tile at once, or with HG_EPI_PANELS = 2
+// one 64-column panel at a time through a two-panel ring per consumer (less shared memory, so a
+// deeper ring). With HG_SPLIT_K > 1 every (tile, K-slice) pair is a work unit: the unit's fp32
+// partial tile goes straight from registers to the workspace (slice-major SPLIT_K x M x N floats)
+// and a second kernel sums the slices into C (launched with programmatic dependent launch when
+// HG_PDL, so its launch overlaps the main kernel's tail). With HG_SPLIT_DSMEM the SPLIT_K slices
+// of a tile run as one cluster instead: each CTA parks its fp32 partial in its own shared memory,
+// and after a cluster barrier CTA r sums the r-th share of the tile over all
+// peers through distributed shared memory and writes fp16 C (one launch, no workspace).
 //
 // Invariants: A is M x K row-major and Bt is N x K row-major (both K-major); BK = 64 so each tile
 // row is exactly one 128-byte swizzle row; hgemm_supports requires M % (BM*CLUSTER_M) == 0,
 // N % BN == 0, K % 64 == 0, K / 64 >= SPLIT_K (no empty slice: every partial is written in full,
-// so the garbage workspace never reaches C), SPLIT_K * M * N * 4 bytes of workspace and a
+// so the garbage workspace never reaches C), SPLIT_K * M * N * 4 bytes of workspace (none with
+// HG_SPLIT_DSMEM, which also needs SPLIT_K <= 8, one CTA per work unit and no multicast) and a
 // compute capability 9.x device. Slice s covers k-blocks [s*KB/SPLIT_K, (s+1)*KB/SPLIT_K). Device code exists only for
 // sm_90a; other targets compile an empty kernel and the host refuses to launch it.
 #include <cuda.h>
@@ -59,6 +65,12 @@
 #ifndef HG_PDL
 #define HG_PDL 1
 #endif
+#ifndef HG_SPLIT_DSMEM
+#define HG_SPLIT_DSMEM 0
+#endif
+#ifndef HG_EPI_PANELS
+#define HG_EPI_PANELS 0
+#endif
 
 #include "wgmma_ptx.cuh"
 
@@ -72,18 +84,25 @@ constexpr int CONSUMERS = HG_CONSUMERS;
 constexpr int CLUSTER_M = HG_CLUSTER_M;
 constexpr bool PINGPONG = HG_PINGPONG != 0;  // consumers take alternate whole tiles
 constexpr int SPLIT_K = HG_SPLIT_K;           // K slices per tile (fp32 partials + reduction when > 1)
+constexpr bool DSMEM = HG_SPLIT_DSMEM != 0 && SPLIT_K > 1;  // slices of a tile = one cluster, summed in DSMEM
 constexpr int WG_ROWS = PINGPONG ? BM : BM / CONSUMERS;  // tile rows one consumer warpgroup computes
 constexpr int M_ITERS = WG_ROWS / 64;    // m64 wgmma blocks per consumer warpgroup
 constexpr int THREADS = 128 * (CONSUMERS + 1);
 constexpr int A_BYTES = BM * BK * 2;
 constexpr int B_BYTES = BN * BK * 2;
 constexpr int B_SLICE = BN / CLUSTER_M;  // Bt rows this CTA loads (and multicasts) per stage
-constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * BN * 2 : 0;  // one staging tile per consumer
+constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two 64-column panels
+constexpr int C_COLS = EPI_PANELS ? 64 * EPI_PANELS : BN;  // staged columns per consumer
+constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * C_COLS * 2 : 0;
 [[maybe_unused]] constexpr int SLOT_READERS = (PINGPONG ? 1 : CONSUMERS) * 4 * CLUSTER_M;  // warps that free each ring slot
 // Shared layout (from a 1024-aligned base): A ring, B ring, C staging, full, empty, order bars.
 constexpr int OFF_B = STAGES * A_BYTES;
 constexpr int OFF_C = OFF_B + STAGES * B_BYTES;
-constexpr int OFF_BAR = OFF_C + C_BYTES;
+// HG_SPLIT_DSMEM: the fp32 partial tile, row stride P_LD floats (8 floats of padding keep the
+// accumulator-layout writes free of bank conflicts); it reuses the ring once the main loop is over.
+constexpr int P_LD = BN + 8;
+constexpr int P_BYTES = DSMEM ? BM * P_LD * 4 : 0;
+constexpr int OFF_BAR = (OFF_C + C_BYTES) > P_BYTES ? OFF_C + C_BYTES : P_BYTES;
 // Barriers: STAGES full, STAGES empty, 2 ping-pong order barriers; + 1024 bytes of alignment slack.
 constexpr int SMEM_BYTES = OFF_BAR + (2 * STAGES + 2) * 8 + 1024;
 // setmaxnreg budget with 2 consumers: 128*40 + 256*232 = 64512 <= 65536 = 384 threads * 168.
@@ -97,6 +116,9 @@ static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong needs two consumer warpgroups");
 static_assert(B_SLICE % 8 == 0, "multicast slice must be whole 8-row swizzle groups");
 static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "SPLIT_K must be 1..64");
+static_assert(EPI_PANELS == 0 || EPI_PANELS == 2, "HG_EPI_PANELS must be 0 or 2");
+static_assert(!DSMEM || (SPLIT_K <= 8 && CLUSTER_M == 1 && !PINGPONG),
+              "HG_SPLIT_DSMEM: at most 8 slices (a portable cluster), no multicast, no ping-pong");
 }  // namespace hgw_cfg
 
 #if HGW_DEVICE_OK
@@ -115,30 +137,87 @@ __device__ __forceinline__ void tile_coords(int tile, int m_units, int n_blocks,
   nb = in_group / rows;
 }
 
-// Consumer epilogue: fp32 accumulators -> fp16, rows [row0, row0 + WG_ROWS) of the tile.
-__device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half* C, const CUtensorMap* tmC,
-                                           uint8_t* c_smem, int row0, int col0, int N, int wg_thread, int wg) {
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
+// Calls f(r, c, x, y) for every pair of adjacent fp32 accumulators of this warpgroup, in the wgmma
+// accumulator layout: x at warpgroup-local row r, column c (even), y at column c + 1.
+template <typename F>
+__device__ __forceinline__ void for_each_pair(float (&acc)[M_ITERS][BN / 2], int wg_thread, F&& f) {
   const int warp = wg_thread / 32, lane = wg_thread % 32;
-#if HG_EPILOGUE
-  // Staging buffer of this warpgroup: BN/64 panels of WG_ROWS rows x 128 bytes, 128-byte swizzled
-  // (16-byte chunk index XOR row % 8) exactly as TMA expects for SWIZZLE_128B.
-  uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
-  if (wg_thread == 0) tma_store_wait_read();  // previous tile's store has finished reading buf
-  named_bar_sync(1 + wg, 128);
 #pragma unroll
   for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = mi * 64 + warp * 16 + lane / 4 + h * 8;
-        const int c = j * 8 + (lane % 4) * 2;
-        const int panel = c / 64, chunk = (c % 64) / 8;
-        const int off = panel * WG_ROWS * 128 + r * 128 + ((chunk ^ (r % 8)) * 16) + (c % 8) * 2;
-        *reinterpret_cast<__half2*>(buf + off) = __floats2half2_rn(acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
+        f(mi * 64 + warp * 16 + lane / 4 + h * 8, j * 8 + (lane % 4) * 2, acc[mi][4 * j + 2 * h],
+          acc[mi][4 * j + 2 * h + 1]);
       }
     }
   }
+}
+
+// Byte offset of (row r, column c) in a staging area of 64-column panels, each WG_ROWS rows x 128
+// bytes, 128-byte swizzled (16-byte chunk index XOR row % 8) exactly as TMA expects for SWIZZLE_128B.
+__device__ __forceinline__ uint32_t staged_offset(int r, int c) {
+  const int panel = c / 64, chunk = (c % 64) / 8;
+  return panel * WG_ROWS * 128 + r * 128 + ((chunk ^ (r % 8)) * 16);
+}
+
+// Accumulator columns [8*j0, 8*j1) as fp16 into the staging area at shared address `base` (column
+// 8*j0 lands at the area's column 0), one stmatrix.x4 per 16 columns: matrices (rows +0, cols j),
+// (+8, j), (+0, j+1), (+8, j+1); lanes 8i..8i+7 address the rows of matrix i.
+__device__ __forceinline__ void stage_columns(float (&acc)[M_ITERS][BN / 2], uint32_t base, int j0, int j1,
+                                              int wg_thread) {
+  const int warp = wg_thread / 32, lane = wg_thread % 32, q = lane / 8;
+#pragma unroll
+  for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+    for (int j = j0; j < j1; j += 2) {
+      const int r = mi * 64 + warp * 16 + (q & 1) * 8 + lane % 8;
+      stmatrix_x4(base + staged_offset(r, (j - j0 + (q >> 1)) * 8), pack_half2(acc[mi][4 * j], acc[mi][4 * j + 1]),
+                  pack_half2(acc[mi][4 * j + 2], acc[mi][4 * j + 3]), pack_half2(acc[mi][4 * j + 4], acc[mi][4 * j + 5]),
+                  pack_half2(acc[mi][4 * j + 6], acc[mi][4 * j + 7]));
+    }
+  }
+}
+
+// Consumer epilogue: fp32 accumulators -> fp16, rows [row0, row0 + WG_ROWS) of the tile.
+// `panels` counts the 64-column panels this thread's warpgroup has staged (HG_EPI_PANELS ring).
+__device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half* C, const CUtensorMap* tmC,
+                                           uint8_t* c_smem, int row0, int col0, int N, int wg_thread, int wg,
+                                           uint32_t& panels) {
+#if HG_EPILOGUE && HG_EPI_PANELS
+  (void)C;
+  (void)N;
+  // Panel p goes to ring slot panels % 2; the store that used that slot before was committed two
+  // stores ago, so waiting until at most one store still reads shared memory frees it.
+  uint8_t* ring = c_smem + wg * WG_ROWS * C_COLS * 2;
+#pragma unroll
+  for (int p = 0; p < BN / 64; ++p, ++panels) {
+    uint8_t* buf = ring + (panels % EPI_PANELS) * WG_ROWS * 128;
+    if (wg_thread == 0) tma_store_wait_read_le<EPI_PANELS - 1>();
+    named_bar_sync(1 + wg, 128);
+    stage_columns(acc, smem_u32(buf), 8 * p, 8 * p + 8, wg_thread);
+    fence_proxy_async_smem();
+    named_bar_sync(1 + wg, 128);
+    if (wg_thread == 0) {
+      tma_store_2d(tmC, smem_u32(buf), col0 + p * 64, row0);
+      tma_store_commit();
+    }
+  }
+#elif HG_EPILOGUE
+  (void)C;
+  (void)N;
+  (void)panels;
+  // This warpgroup's staging buffer holds the whole tile: BN/64 panels.
+  uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
+  if (wg_thread == 0) tma_store_wait_read();  // previous tile's store has finished reading buf
+  named_bar_sync(1 + wg, 128);
+  stage_columns(acc, smem_u32(buf), 0, BN / 8, wg_thread);
   fence_proxy_async_smem();
   named_bar_sync(1 + wg, 128);
   if (wg_thread == 0) {
@@ -150,38 +229,55 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   (void)tmC;
   (void)c_smem;
   (void)wg;
-#pragma unroll
-  for (int mi = 0; mi < M_ITERS; ++mi) {
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = row0 + mi * 64 + warp * 16 + lane / 4 + h * 8;
-        const int c = col0 + j * 8 + (lane % 4) * 2;
-        *reinterpret_cast<__half2*>(C + static_cast<size_t>(r) * N + c) =
-            __floats2half2_rn(acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
-      }
-    }
-  }
+  (void)panels;
+  for_each_pair(acc, wg_thread, [&](int r, int c, float x, float y) {
+    *reinterpret_cast<__half2*>(C + static_cast<size_t>(row0 + r) * N + col0 + c) = __floats2half2_rn(x, y);
+  });
 #endif
 }
 
 // Split-K epilogue: the fp32 partial of rows [row0, row0 + WG_ROWS) goes to P (row-major M x N).
 __device__ __forceinline__ void store_partial(float (&acc)[M_ITERS][BN / 2], float* P, int row0, int col0, int N,
                                               int wg_thread) {
-  const int warp = wg_thread / 32, lane = wg_thread % 32;
+  for_each_pair(acc, wg_thread, [&](int r, int c, float x, float y) {
+    *reinterpret_cast<float2*>(P + static_cast<size_t>(row0 + r) * N + col0 + c) = make_float2(x, y);
+  });
+}
+
+// HG_SPLIT_DSMEM: this warpgroup's fp32 partial rows [trow0, trow0 + WG_ROWS) of the tile go to the
+// CTA's shared partial buffer at shared address P (BM x P_LD floats).
+__device__ __forceinline__ void park_partial(float (&acc)[M_ITERS][BN / 2], uint32_t P, int trow0, int wg_thread) {
+  for_each_pair(acc, wg_thread, [&](int r, int c, float x, float y) {
+    st_shared_f2(P + ((trow0 + r) * P_LD + c) * 4, x, y);
+  });
+}
+
+// HG_SPLIT_DSMEM: CTA `rank` of the tile's cluster sums its share (float4 units [rank*V/S,
+// (rank+1)*V/S) of the tile, row-major) over every peer's parked partial and writes fp16 C.
+__device__ __forceinline__ void reduce_cluster(__half* C, uint32_t p_local, int m0, int n0, int N, uint32_t rank,
+                                               int t, int threads) {
+  constexpr int VPR = BN / 4;  // float4 units per tile row
+  constexpr int V = BM * VPR;
+  uint32_t peer[SPLIT_K];
 #pragma unroll
-  for (int mi = 0; mi < M_ITERS; ++mi) {
+  for (int s = 0; s < SPLIT_K; ++s) peer[s] = cluster_map(p_local, s);
+  const int end = static_cast<int>((rank + 1) * V / SPLIT_K);
+  for (int v = static_cast<int>(rank * V / SPLIT_K) + t; v < end; v += threads) {
+    const int r = v / VPR, c = (v % VPR) * 4;
+    const uint32_t off = (r * P_LD + c) * 4;
+    float4 sum = ld_cluster_f4(peer[0] + off);
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = row0 + mi * 64 + warp * 16 + lane / 4 + h * 8;
-        const int c = col0 + j * 8 + (lane % 4) * 2;
-        *reinterpret_cast<float2*>(P + static_cast<size_t>(r) * N + c) =
-            make_float2(acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
-      }
+    for (int s = 1; s < SPLIT_K; ++s) {
+      const float4 x = ld_cluster_f4(peer[s] + off);
+      sum.x += x.x;
+      sum.y += x.y;
+      sum.z += x.z;
+      sum.w += x.w;
     }
+    uint2 packed;
+    packed.x = pack_half2(sum.x, sum.y);
+    packed.y = pack_half2(sum.z, sum.w);
+    *reinterpret_cast<uint2*>(C + static_cast<size_t>(m0 + r) * N + n0 + c) = packed;
   }
 }
 
@@ -206,7 +302,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
 
   const int wg = threadIdx.x / 128;
   const int wg_thread = threadIdx.x % 128;
-  const uint32_t rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;
+  const uint32_t rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;  // position in an M multicast pair
 
   if (threadIdx.x == 0) {
     tma_prefetch_desc(&tmA);
@@ -230,7 +326,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
 #if HG_PDL
   // The split-K reduction may start launching now; it still waits (griddepcontrol.wait) for this
   // whole grid to finish and flush its memory before reading any partial.
-  if (SPLIT_K > 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (SPLIT_K > 1 && !DSMEM) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 
   const int m_units = M / (BM * CLUSTER_M);
@@ -281,6 +377,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     int it = 0;  // ring position: k-blocks of this CTA's tile sequence seen so far
     int local = 0;
     uint32_t order_phase = 0;
+    uint32_t panels = 0;  // C panels staged so far (HG_EPI_PANELS ring position)
     for (int unit = cluster_id; unit < units; unit += cluster_count, ++local) {
       const int tile = unit / SPLIT_K, slice = unit % SPLIT_K;
       const int kb_begin = slice * k_blocks / SPLIT_K;
@@ -347,10 +444,14 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
 #endif
       }
       const int row0 = m0 + (PINGPONG ? 0 : cw * WG_ROWS);
-      if constexpr (SPLIT_K > 1) {
+      if constexpr (DSMEM) {
+        // The partial overwrites the ring: every consumer's wgmmas must be done reading it.
+        if (CONSUMERS > 1) named_bar_sync(3, 128 * CONSUMERS);
+        park_partial(acc, sA, cw * WG_ROWS, wg_thread);
+      } else if constexpr (SPLIT_K > 1) {
         store_partial(acc, partial + static_cast<size_t>(slice) * M * N, row0, n0, N, wg_thread);
       } else {
-        store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, N, wg_thread, cw);
+        store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, N, wg_thread, cw, panels);
       }
     }
 #if HG_EPILOGUE
@@ -361,6 +462,18 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   // No CTA may exit while a peer can still multicast into its shared memory or arrive on its barriers.
   cluster_sync();
 #endif
+  if constexpr (DSMEM) {
+    // One work unit per CTA (grid = units, cluster = the tile's slices, rank = slice): every
+    // partial is parked before any is read, and none is freed before all are read.
+    cluster_sync();
+    if (wg > 0) {
+      const int tile = blockIdx.x / SPLIT_K;
+      int mu, nb;
+      tile_coords(tile, m_units, n_blocks, mu, nb);
+      reduce_cluster(C, sA, mu * BM, nb * BN, N, cluster_ctarank(), threadIdx.x - 128, 128 * CONSUMERS);
+    }
+    cluster_sync();
+  }
 #else
   (void)M;
   (void)N;
@@ -446,7 +559,7 @@ bool hopper_device(int* sms) {
 
 // Workspace bytes the fp32 split-K partials need (0 without split-K).
 size_t partial_bytes(int M, int N) {
-  return hgw_cfg::SPLIT_K > 1 ? static_cast<size_t>(hgw_cfg::SPLIT_K) * M * N * sizeof(float) : 0;
+  return hgw_cfg::SPLIT_K > 1 && !hgw_cfg::DSMEM ? static_cast<size_t>(hgw_cfg::SPLIT_K) * M * N * sizeof(float) : 0;
 }
 
 constexpr size_t kContractWorkspace = size_t(64) << 20;  // the contract guarantees at least 64 MiB
@@ -468,7 +581,7 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   int sms = 0;
   if (!hopper_device(&sms)) return static_cast<int>(cudaErrorNotSupported);
   if (!shape_ok(M, N, K)) return static_cast<int>(cudaErrorInvalidValue);
-  if (partial_bytes(M, N) > workspace_bytes || (SPLIT_K > 1 && workspace == nullptr))
+  if (partial_bytes(M, N) > workspace_bytes || (SPLIT_K > 1 && !DSMEM && workspace == nullptr))
     return static_cast<int>(cudaErrorInvalidValue);
   float* partial = static_cast<float*>(workspace);
   CUtensorMap tmA, tmB, tmC;
@@ -483,13 +596,13 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CLUSTER_M;
+  attr[0].val.clusterDim.x = DSMEM ? SPLIT_K : CLUSTER_M;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   int grid = tiles;
-  if (HG_PERSISTENT) {
+  if (HG_PERSISTENT && !DSMEM) {  // DSMEM: one CTA per unit, the cluster rank is the slice
     int slots = sms;  // CTAs that can be resident at once
     if (CLUSTER_M > 1) {
       // Co-resident clusters depend only on this kernel and the device: query once per device.
@@ -512,7 +625,7 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   cfg.gridDim = dim3(grid, 1, 1);
   e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, partial, M, N, K);
   if (e != cudaSuccess) return static_cast<int>(e);
-  if (SPLIT_K > 1) {
+  if (SPLIT_K > 1 && !DSMEM) {
     const size_t mn = static_cast<size_t>(M) * N;  // N % 64 == 0, so mn % 4 == 0
     size_t blocks = (mn / 4 + 255) / 256;
     if (blocks > static_cast<size_t>(sms) * 8) blocks = static_cast<size_t>(sms) * 8;

@@ -1,0 +1,64 @@
+"""Run the full correctness suite plus compute-sanitizer (memcheck, racecheck) on each shape's reported kernel.
+
+Reads a sweep report (`hgemm sweep` JSON), takes every row's best kernel from the archive, and
+evaluates it again at its own shape with `stage="full"` and `sanitize=True`. Cheapest shapes first;
+the output JSON is rewritten after every shape, so a run cut off by a time limit keeps what it did
+and a second run with the same `--out` skips the shapes already checked.
+
+Usage: python bench/sanitize_best.py bench/results/grid100.json --out bench/results/sanitize.json
+       [--skip-shapes FILE]   (shapes, one 'M N K' per line, already sanitized elsewhere)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("report", type=Path, help="sweep report JSON")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--skip-shapes", type=Path, default=None, help="shapes already sanitized ('M N K' lines)")
+    args = ap.parse_args(argv)
+
+    from agent.sweep import read_grid
+    from archive import Archive
+    from evaluator.local import LocalEvaluator
+
+    rows = sorted(json.loads(args.report.read_text())["rows"], key=lambda r: r["flops"])
+    skip = set(read_grid(args.skip_shapes)) if args.skip_shapes else set()
+    done = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}
+    checked = {(r["M"], r["N"], r["K"]) for r in done["rows"]}
+    started = time.time()
+    with LocalEvaluator() as ev, Archive() as archive:
+        info = ev.gpu_info()
+        done.update(gpu=info.name, driver=info.driver, date=time.strftime("%Y-%m-%d"))
+        for row in rows:
+            shape = (row["M"], row["N"], row["K"])
+            if shape in checked or shape in skip or not row.get("kernel"):
+                continue
+            kernel = archive.kernel(row["kernel"])
+            if kernel is None:
+                print(f"{shape}: kernel {row['kernel']} not in the archive", flush=True)
+                continue
+            t0 = time.time()
+            (rec,) = ev.evaluate([kernel["source"]], *shape, stage="full", modes=("offline",), sanitize=True)
+            entry = {"M": shape[0], "N": shape[1], "K": shape[2], "kernel": row["kernel"], "ok": rec.ok,
+                     "failure_kind": rec.failure_kind, "failure_message": (rec.failure_message or "")[:500],
+                     "seconds": round(time.time() - t0, 1)}  # fmt: skip
+            done["rows"].append(entry)
+            args.out.write_text(json.dumps(done, indent=1))
+            print(f"{shape}: {'clean' if rec.ok else rec.failure_kind} in {entry['seconds']} s", flush=True)
+    bad = [r for r in done["rows"] if not r["ok"]]
+    print(f"{len(done['rows'])} kernels checked, {len(bad)} failed, {time.time() - started:.0f} s", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
