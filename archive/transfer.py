@@ -6,14 +6,18 @@ Invariants:
   archive any number of times adds each kernel, record, run and LLM call at most once (content hash, record
   fingerprint, run/call uid).
 - csv is for spreadsheets: one row per evaluation row (record x mode), no sources; it is not importable.
+- A jsonl path ending in `.xz` or `.gz` is written and read compressed (an archive small enough to commit);
+  import recognises the compression by the file's magic bytes.
 - Importing a .db opens it read-only; the other file is never written.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
+import lzma
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,12 +55,26 @@ def _lines(conn) -> Iterator[dict[str, Any]]:
         yield {"type": "llm_call", **d}
 
 
+XZ_MAGIC = b"\xfd7zXZ\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _open_text(path: Path | str, mode: str, compression: str | None):
+    """A text file, through lzma or gzip when `compression` is "xz" or "gz"."""
+    if compression == "xz":
+        return lzma.open(path, mode + "t", encoding="utf-8", newline="")
+    if compression == "gz":
+        return gzip.open(path, mode + "t", encoding="utf-8", newline="")
+    return open(path, mode, newline="", encoding="utf-8")
+
+
 @contextmanager
 def _open_out(path: Path | str | None):
     if path is None or str(path) == "-":
         yield sys.stdout
     else:
-        with open(path, "w", newline="", encoding="utf-8") as f:
+        suffix = Path(path).suffix
+        with _open_text(path, "w", {".xz": "xz", ".gz": "gz"}.get(suffix)) as f:
             yield f
 
 
@@ -91,8 +109,8 @@ def export(archive, path: Path | str | None, fmt: str) -> int:
     return n
 
 
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
+def _read_jsonl(path: Path, compression: str | None = None) -> Iterator[dict[str, Any]]:
+    with _open_text(path, "r", compression) as f:
         first = True
         for number, text in enumerate(f, 1):
             if not text.strip():
@@ -131,6 +149,10 @@ def import_file(archive, path: Path) -> dict[str, int]:
         source = _read_db(path)
     elif head.lstrip()[:1] == b"{":
         source = _read_jsonl(path)
+    elif head.startswith(XZ_MAGIC):
+        source = _read_jsonl(path, "xz")
+    elif head.startswith(GZIP_MAGIC):
+        source = _read_jsonl(path, "gz")
     else:
         raise ArchiveCorrupt(f"{path} is neither an hgemm archive database nor a jsonl export")
     return _merge(archive, source)

@@ -218,6 +218,22 @@ def test_export_import_jsonl_and_db_are_idempotent(tmp_path):
         Archive(tmp_path / "x.db").export(tmp_path / "x.out", "xml")
 
 
+@pytest.mark.parametrize(("suffix", "magic"), [(".jsonl.xz", b"\xfd7zXZ\x00"), (".jsonl.gz", b"\x1f\x8b")])
+def test_compressed_jsonl_export_imports_like_plain(tmp_path, suffix, magic):
+    with Archive(tmp_path / "one.db") as one:
+        _fill(one, 6, seed=3)
+        plain = one.export(tmp_path / "one.jsonl", "jsonl")
+        packed = one.export(tmp_path / f"one{suffix}", "jsonl")
+        stats_one = one.stats()
+    assert packed == plain
+    assert (tmp_path / f"one{suffix}").read_bytes().startswith(magic)
+    with Archive(tmp_path / "two.db") as two:
+        got = two.import_file(tmp_path / f"one{suffix}")
+        assert got["kernels"] == stats_one["kernels"] and got["records"] == stats_one["records"]
+        again = two.import_file(tmp_path / "one.jsonl")  # the same lines, uncompressed: nothing new
+        assert again["kernels"] == again["records"] == 0
+
+
 def test_tampered_jsonl_kernel_is_refused(tmp_path, arc):
     arc.add_kernel(src(1))
     arc.export(tmp_path / "e.jsonl", "jsonl")
