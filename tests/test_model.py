@@ -10,6 +10,7 @@ import math
 import pytest
 
 from agent.model import ctas_per_sm, gpu_peaks, predict, predict_us, tile_of
+from evaluator.kernels import FAMILIES
 from evaluator.record import GpuInfo
 
 H100 = GpuInfo("NVIDIA H100 80GB HBM3", "9.0", "570", 132, 50 * 2**20, 227 * 1024)
@@ -147,3 +148,20 @@ def test_parameter_names_are_case_insensitive():
     assert predict_us("mma_ms", upper, 2048, 2048, 2048, H100) == predict_us(
         "mma_ms", lower, 2048, 2048, 2048, H100
     )
+
+
+def test_a_family_time_factor_corrects_the_model():
+    from evaluator.kernels.wgmma_family import TIME_FACTORS
+
+    fam = FAMILIES["wgmma"]
+    staged = {"bm": 128, "bn": 256, "stages": 3, "consumers": 2, "group_m": 8, "persistent": 1, "epilogue": 1,
+              "cluster_m": 1, "pingpong": 0, "split_k": 1, "split_dsmem": 0, "epi_panels": 0}  # fmt: skip
+    shape = (8192, 8192, 4096)
+    bare = predict_us("wgmma", staged, *shape, H100)  # by name: the family's factors do not apply
+    assert predict_us(fam, staged, *shape, H100) == pytest.approx(bare * TIME_FACTORS["tma_store_epilogue"])
+    # the measured TMA-store epilogue beats direct stores, which the bare model cannot see
+    direct = {**staged, "epilogue": 0}
+    assert predict_us(fam, staged, *shape, H100) < predict_us(fam, direct, *shape, H100)
+    # DSMEM split-K: one factor per doubling of the slices
+    split = {**staged, "epilogue": 0, "persistent": 0, "split_k": 4, "split_dsmem": 1, "bn": 128}
+    assert fam.time_factor(split) == pytest.approx(TIME_FACTORS["dsmem_split_doublings"] ** 2)

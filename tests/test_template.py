@@ -142,14 +142,15 @@ def one_step_moves(family: str, params: dict) -> list[dict]:
 
 
 def test_neighbour_moves_are_repaired_into_valid_configurations():
-    # 1024 x 128 x 16384: the wgmma default splits K 8 ways through the workspace (persistent CTAs).
-    # Turning on split_dsmem alone would be invalid (it needs one CTA per unit); repair makes the
-    # move valid, so the search reaches the cluster-reduced split.
-    shape = (1024, 128, 16384)
-    p = TemplateProposer(seed=0, explore=0.0, random_samples=0)
-    proposed, _ = drive(p, StandinEvaluator(), *shape, rounds=4)
+    # 2048 x 256 x 4096: the wgmma default splits K in two inside a cluster (split_dsmem). The move
+    # split_k 2 -> 1 alone would leave split_dsmem=1, which check refuses; repair clears it, so the
+    # search still reaches the unsplit kernels from that seed.
+    shape = (2048, 256, 4096)
+    p = TemplateProposer({"wgmma": FAMILIES["wgmma"]}, seed=0, explore=0.0, random_samples=0)
+    proposed, _ = drive(p, StandinEvaluator(), *shape, rounds=3)
     wgmma = [c for c in proposed if c.family == "wgmma"]
     assert any(c.params["split_dsmem"] for c in wgmma)
+    assert any(c.params["split_k"] == 1 for c in wgmma)
     for c in wgmma:
         assert FAMILIES["wgmma"].check(c.params, *shape, GPU) is None
         assert c.params == FAMILIES["wgmma"].repair(c.params)

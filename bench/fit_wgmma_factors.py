@@ -1,0 +1,142 @@
+"""Fit the wgmma family's time factors (`WgmmaFamily.time_factor`) to measured times, and show what they buy.
+
+The analytic model (`agent/model.py`) knows tiles, waves, traffic and pipeline depth but not the wgmma
+kernel's own switches. This script takes every correct measured wgmma time we have on one GPU: the variant
+sweeps of `bench/check_wgmma.py` (JSON under bench/results) and the quick-stage records of a sweep archive
+(`hgemm archive export`, plain or .xz). Per shape it centres log(measured / predicted) and the features
+(so only ranking within a shape matters), fits one log-factor per feature by ridge least squares, and
+reports, leaving each shape out in turn, the model's median Spearman rank correlation and the geometric
+mean of (measured time of the model's first choice / best measured time), without and with the factors.
+
+Usage: python bench/fit_wgmma_factors.py [--gpu-name "NVIDIA H200"] [--sms 132]
+           [--sweeps bench/results/worst12-*.json ...] [--archive bench/results/archive-*.jsonl.xz]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import lzma
+import math
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.model import predict_us  # noqa: E402
+from evaluator.kernels import FAMILIES  # noqa: E402
+from evaluator.kernels.wgmma_family import TIME_FEATURES, time_features  # noqa: E402
+from evaluator.record import GpuInfo  # noqa: E402
+
+DEFAULT_SWEEPS = [
+    "bench/results/worst12-wgmma-H200-2026-11-22.json",
+    "bench/results/worst12-dsmem-stmatrix-H200-2026-11-22.json",
+    "bench/results/wgmma-panels-H200-2026-11-22.json",
+]
+DEFAULT_ARCHIVE = "bench/results/archive-grid100-r2-H200-2026-11-22.jsonl.xz"
+
+
+def sweep_rows(paths: list[str]) -> list[tuple[dict, tuple[int, int, int], float]]:
+    out = []
+    for path in paths:
+        for r in json.loads(Path(path).read_text())["rows"]:
+            # `_nopdl` / `_nostm` rows measure template switches the family parameters do not carry.
+            if r["status"] == "ok" and r.get("median_us") and "_no" not in r["config"]:
+                out.append((r["params"], (r["M"], r["N"], r["K"]), r["median_us"]))
+    return out
+
+
+def archive_rows(path: str) -> list[tuple[dict, tuple[int, int, int], float]]:
+    opener = lzma.open if path.endswith(".xz") else open
+    kernels, out = {}, []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for text in f:
+            line = json.loads(text)
+            if line.get("type") == "kernel" and line.get("family") == "wgmma":
+                kernels[line["hash"]] = line["params"]
+            elif line.get("type") == "record":
+                rec = line["record"]
+                params = kernels.get(rec.get("kernel_hash"))
+                if params is None or rec.get("stage") != "quick" or rec.get("failure_kind"):
+                    continue
+                us = rec["modes"]["offline"]["candidate"]["median_us"]
+                out.append((params, (rec["M"], rec["N"], rec["K"]), us))
+    return out
+
+
+def spearman(a: list[float], b: list[float]) -> float | None:
+    def ranks(xs):
+        order = sorted(range(len(xs)), key=lambda i: xs[i])
+        r = [0.0] * len(xs)
+        for k, i in enumerate(order):
+            r[i] = k
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    mean = (len(a) - 1) / 2
+    cov = sum((x - mean) * (y - mean) for x, y in zip(ra, rb, strict=True))
+    var = math.sqrt(sum((x - mean) ** 2 for x in ra) * sum((y - mean) ** 2 for y in rb))
+    return cov / var if var else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu-name", default="NVIDIA H200")
+    ap.add_argument("--sms", type=int, default=132)
+    ap.add_argument("--sweeps", nargs="*", default=DEFAULT_SWEEPS)
+    ap.add_argument("--archive", default=DEFAULT_ARCHIVE)
+    ap.add_argument("--ridge", type=float, default=1.0)
+    args = ap.parse_args(argv)
+    gpu = GpuInfo(name=args.gpu_name, cc="9.0", driver="", sm_count=args.sms, l2_bytes=60 << 20,
+                  smem_per_block_optin=232448)  # fmt: skip
+    family = FAMILIES["wgmma"]
+    rows = sweep_rows([p for pattern in args.sweeps for p in glob.glob(pattern)])
+    if args.archive:
+        rows += archive_rows(args.archive)
+    by_shape: dict[tuple[int, int, int], list] = defaultdict(list)
+    for params, shape, us in rows:
+        # The model without the family's factors: they are what is being fitted.
+        base = predict_us(family.name, params, *shape, gpu)
+        if math.isfinite(base) and base > 0:
+            by_shape[shape].append((time_features(params), base, us))
+    shapes = sorted(s for s, v in by_shape.items() if len(v) >= 4)
+
+    def fit(train: list) -> np.ndarray:
+        xs, ys = [], []
+        for s in train:
+            f = np.array([x for x, _, _ in by_shape[s]])
+            r = np.array([math.log(us / base) for _, base, us in by_shape[s]])
+            xs.append(f - f.mean(0))
+            ys.append(r - r.mean())
+        x, y = np.vstack(xs), np.concatenate(ys)
+        return np.linalg.solve(x.T @ x + args.ridge * np.eye(x.shape[1]), x.T @ y)
+
+    def judge(s, w) -> tuple[float | None, float]:
+        pred = [base * math.exp(float(np.dot(w, x))) for x, base, _ in by_shape[s]]
+        times = [us for _, _, us in by_shape[s]]
+        return spearman(pred, times), times[int(np.argmin(pred))] / min(times)
+
+    zero = np.zeros(len(TIME_FEATURES))
+    before = [judge(s, zero) for s in shapes]
+    after = [judge(s, fit([t for t in shapes if t != s])) for s in shapes]
+
+    def line(v) -> str:
+        rho = statistics.median(a for a, _ in v if a is not None)
+        regret = math.exp(sum(math.log(b) for _, b in v) / len(v))
+        return f"median Spearman {rho:.2f}, first choice / best {regret:.3f} (geomean), worst {max(b for _, b in v):.2f}"
+
+    print(f"{len(rows)} measured wgmma times, {len(shapes)} shapes with at least 4 configurations")
+    print(f"model alone:                {line(before)}")
+    print(f"with factors (shape left out): {line(after)}")
+    factors = {name: round(math.exp(w), 3) for name, w in zip(TIME_FEATURES, fit(shapes), strict=True)}
+    print("factors fitted on all shapes:", json.dumps(factors))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
