@@ -372,7 +372,7 @@ def sweep_command(
     name: str = typer.Option(None, "--name", help="report name (default: the grid file's stem)"),
     seed: int = typer.Option(0, "--seed", help="template proposer seed"),
     sanitize: bool = typer.Option(
-        False, "--sanitize", help="run compute-sanitizer memcheck and racecheck on each shape's finalists (slow)"
+        False, "--sanitize", help="run compute-sanitizer memcheck and racecheck on each shape's winner (the next best if it fails)"
     ),
     export_archive: Path = typer.Option(
         None, "--export-archive", help="also write the whole archive as jsonl (for `hgemm archive import` elsewhere)"

@@ -2,7 +2,8 @@
 
 Invariants: one `records` row per record (full JSON kept, so `EvalRecord.from_dict` rebuilds it exactly);
 one `evaluations` row per timed mode of that record; a record with no timed mode (most failures) has no
-`evaluations` rows. `ranked` is 1 only for full-stage, correct, failure-free rows with a candidate time.
+`evaluations` rows. `ranked` is 1 only for full-stage, correct, failure-free rows with a candidate time, of a
+kernel with no disqualifying failure on the same shape and GPU (the store enforces the second half).
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from typing import Any
 from evaluator.record import BASELINES, EvalRecord
 
 JSON_COLUMNS = ("params", "config", "baselines", "resources", "ncu", "record")
+# Failures that make a kernel untrustworthy on a shape and GPU however often it passed there (a race, a
+# flaky write, a sanitizer report, a hang): every one but "this kernel does not support the shape".
+DISQUALIFYING = ("bad_source", "static_check", "compile_error", "load_error", "launch_error", "crash", "timeout",
+                 "not_capturable", "unwritten_output", "out_of_bounds", "input_modified", "incorrect",
+                 "stale_result", "incomplete_on_event", "sanitizer", "suspicious_speed")  # fmt: skip
 
 
 def dumps(value: Any) -> str | None:

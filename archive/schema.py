@@ -156,9 +156,25 @@ def _ranked_order_index(db: sqlite_utils.Database) -> None:
     )
 
 
+def _unrank_disqualified(db: sqlite_utils.Database) -> None:
+    """Rows of a kernel that also failed (for a reason other than an unsupported shape) on the same shape
+    and GPU stop being ranked there: what the store now enforces on every insert, applied to older data."""
+    from archive.rows import DISQUALIFYING
+
+    marks = ",".join("?" * len(DISQUALIFYING))
+    db.execute(
+        f"""UPDATE evaluations SET ranked = 0 WHERE ranked = 1 AND EXISTS (
+            SELECT 1 FROM records r WHERE r.kernel = evaluations.kernel AND r.M = evaluations.M
+            AND r.N = evaluations.N AND r.K = evaluations.K AND r.gpu IS evaluations.gpu
+            AND r.failure_kind IN ({marks}))""",
+        DISQUALIFYING,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("001_initial", _initial),
     ("002_ranking_index", _ranked_order_index),
+    ("003_unrank_disqualified", _unrank_disqualified),
 ]
 
 

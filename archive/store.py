@@ -42,6 +42,23 @@ def _check_mode(mode: str) -> str:
     return mode
 
 
+def _unrank_if_disqualified(conn, h: str, M: int, N: int, K: int, gpu: str | None) -> None:
+    """A kernel with any disqualifying failure on this shape and GPU has no ranked rows there, whichever
+    record came first."""
+    marks = ",".join("?" * len(rows.DISQUALIFYING))
+    failed = conn.execute(
+        f"SELECT 1 FROM records WHERE kernel = ? AND M = ? AND N = ? AND K = ? AND gpu IS ? "
+        f"AND failure_kind IN ({marks}) LIMIT 1",
+        (h, M, N, K, gpu, *rows.DISQUALIFYING),
+    ).fetchone()
+    if failed:
+        conn.execute(
+            "UPDATE evaluations SET ranked = 0 WHERE kernel = ? AND M = ? AND N = ? AND K = ? AND gpu IS ? "
+            "AND ranked = 1",
+            (h, M, N, K, gpu),
+        )
+
+
 class Archive:
     """The ranked archive of every attempt. `Archive()` opens (or creates) the default file."""
 
@@ -197,6 +214,7 @@ class Archive:
             conn.execute(*rows.insert_sql("evaluations", e)).lastrowid
             for e in rows.evaluation_rows(record, rid)
         ]
+        _unrank_if_disqualified(conn, h, record.M, record.N, record.K, row["gpu"])
         return rid, ids
 
     def record(self, candidate: Any, record: EvalRecord, *, run_id: int | None = None) -> list[int]:

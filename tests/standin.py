@@ -5,7 +5,8 @@ static check and then, instead of compiling and timing, derives everything from 
 - pseudo-times: a roofline-ish base time for the shape times a factor in [0.8, 1.4) taken from the
   kernel hash, or exactly the factor a `// STANDIN_SPEED <x>` line gives;
 - markers: `STANDIN_WRONG` → incorrect, `STANDIN_COMPILE_ERROR` → compile_error,
-  `STANDIN_CRASH` → crash, `STANDIN_UNSUPPORTED` → unsupported_shape;
+  `STANDIN_CRASH` → crash, `STANDIN_UNSUPPORTED` → unsupported_shape, `STANDIN_RACE` → sanitizer (only
+  when the call asks for compute-sanitizer);
 - a source without `hgemm_run` → bad_source.
 Baselines are fixed multiples of the base time (best: lt_autotuned at 0.97), so speedups exist;
 quick stage times offline only, full stage both modes; `ncu=True` adds a few NCU-style metrics.
@@ -84,7 +85,11 @@ class StandinEvaluator:
         self.calls.append((stage, len(sources)))
         if sanitize:
             self.sanitized.append((stage, len(sources)))
-        return [self._one(s, M, N, K, stage, modes, ncu) for s in sources]
+        records = [self._one(s, M, N, K, stage, modes, ncu) for s in sources]
+        for source, rec in zip(sources, records, strict=True):
+            if sanitize and rec.ok and "STANDIN_RACE" in source:
+                rec.fail("sanitizer", "racecheck (stand-in): 1 hazard on shared memory")
+        return records
 
     def _one(
         self, source: str, M: int, N: int, K: int, stage: str, modes: tuple[str, ...], ncu: bool

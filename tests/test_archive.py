@@ -137,6 +137,51 @@ def test_rankings_use_only_full_correct_rows(arc):
     assert len(arc.attempts(1024, 1024, 1024)) == 5
 
 
+def test_a_kernel_that_ever_failed_on_a_shape_is_not_ranked_there(arc):
+    flaky, steady, other = (arc.add_kernel(src(i)) for i in range(3))
+    arc.add_evaluation(flaky, timed(flaky, 1024, 1024, 1024, 5.0))  # passes first, fastest
+    arc.add_evaluation(steady, timed(steady, 1024, 1024, 1024, 8.0))
+    arc.add_evaluation(flaky, timed(flaky, 2048, 2048, 2048, 5.0))  # another shape
+    assert arc.best(1024, 1024, 1024)["kernel"] == flaky
+    # a later run of the same kernel, same shape and GPU, fails: a race, a sanitizer report, ...
+    arc.add_evaluation(flaky, EvalRecord(flaky, 1024, 1024, 1024, gpu="H100").fail("sanitizer", "racecheck: hazard"))
+    assert arc.best(1024, 1024, 1024)["kernel"] == steady
+    assert arc.best(1024, 1024, 1024, mode="server")["kernel"] == steady
+    assert arc.best(2048, 2048, 2048)["kernel"] == flaky  # other shapes keep their ranking
+    # passing again later does not restore it
+    arc.add_evaluation(flaky, timed(flaky, 1024, 1024, 1024, 4.0))
+    assert arc.best(1024, 1024, 1024)["kernel"] == steady
+    # not supporting a shape is not a defect
+    arc.add_evaluation(other, timed(other, 1024, 1024, 1024, 6.0))
+    arc.add_evaluation(other, EvalRecord(other, 1024, 1024, 1024, gpu="H100").fail("unsupported_shape", "no"))
+    assert arc.best(1024, 1024, 1024)["kernel"] == other
+
+
+def test_disqualifying_failures_are_every_kind_but_unsupported_shape():
+    from archive.rows import DISQUALIFYING
+    from evaluator.record import FAILURE_KINDS
+
+    assert set(DISQUALIFYING) == set(FAILURE_KINDS) - {"unsupported_shape"}
+
+
+def test_migration_3_unranks_kernels_that_failed_before_it(tmp_path, monkeypatch):
+    from archive import schema
+
+    path = tmp_path / "old.db"
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:2])
+    monkeypatch.setattr("archive.store._unrank_if_disqualified", lambda *a: None)  # the old store
+    with Archive(path) as a:
+        flaky, steady = a.add_kernel(src(1)), a.add_kernel(src(2))
+        a.add_evaluation(flaky, timed(flaky, 512, 512, 512, 5.0))
+        a.add_evaluation(steady, timed(steady, 512, 512, 512, 8.0))
+        a.add_evaluation(flaky, EvalRecord(flaky, 512, 512, 512, gpu="H100").fail("incorrect", "max error 3.1"))
+        assert a.best(512, 512, 512)["kernel"] == flaky
+    monkeypatch.undo()
+    with Archive(path) as a:
+        assert a.schema_version == len(schema.MIGRATIONS) == 3
+        assert a.best(512, 512, 512)["kernel"] == steady
+
+
 def test_lineage_walks_both_ways(arc):
     root = arc.add_kernel(src(0))
     mid = arc.add_kernel(src(1), parents=[root])

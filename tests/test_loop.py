@@ -224,3 +224,18 @@ def test_an_unreachable_llm_ends_the_run_with_status_error():
             )
         (run,) = archive.execute("SELECT status FROM runs")
         assert run["status"] == "error"
+
+
+def test_sanitize_runs_on_the_winner_and_a_failing_winner_gives_way():
+    racy = kernel(0.70, marker="// STANDIN_RACE\n")  # fastest, but compute-sanitizer finds a race
+    sources = [racy, kernel(0.80), kernel(0.90), kernel(1.00)]
+    evaluator = StandinEvaluator()
+    with Archive() as archive:
+        result = optimize(256, 256, 256, proposers=[ListProposer(sources)], evaluator=evaluator, archive=archive,
+                          budget=Budget(evals=100), progress=False, finalists=2, batch=4, patience=2,
+                          sanitize=True)  # fmt: skip
+        assert result.best.source == sources[1]  # the next best, sanitized clean
+        assert result.best_record.stage == "full" and result.best_record.ok
+        assert evaluator.sanitized == [("full", 1), ("full", 1)]  # the racy winner, then its successor
+        assert archive.failures(256, 256, 256) == {"sanitizer": 1}
+        assert archive.best(256, 256, 256)["source"] == sources[1]  # the racy kernel is ranked no more
