@@ -42,21 +42,27 @@ def _check_mode(mode: str) -> str:
     return mode
 
 
-def _unrank_if_disqualified(conn, h: str, M: int, N: int, K: int, gpu: str | None) -> None:
+def _unrank_if_disqualified(conn, h: str, record: EvalRecord, gpu: str | None, ranked_new: bool) -> None:
     """A kernel with any disqualifying failure on this shape and GPU has no ranked rows there, whichever
-    record came first."""
-    marks = ",".join("?" * len(rows.DISQUALIFYING))
-    failed = conn.execute(
-        f"SELECT 1 FROM records WHERE kernel = ? AND M = ? AND N = ? AND K = ? AND gpu IS ? "
-        f"AND failure_kind IN ({marks}) LIMIT 1",
-        (h, M, N, K, gpu, *rows.DISQUALIFYING),
-    ).fetchone()
-    if failed:
-        conn.execute(
-            "UPDATE evaluations SET ranked = 0 WHERE kernel = ? AND M = ? AND N = ? AND K = ? AND gpu IS ? "
-            "AND ranked = 1",
-            (h, M, N, K, gpu),
-        )
+    record came first: a disqualifying failure unranks the kernel's rows; a new ranked row is unranked
+    when such a failure is already on file."""
+    shape = (h, record.M, record.N, record.K, gpu)
+    if record.failure_kind not in rows.DISQUALIFYING:
+        if not ranked_new:
+            return
+        marks = ",".join("?" * len(rows.DISQUALIFYING))
+        failed = conn.execute(
+            f"SELECT 1 FROM records WHERE kernel = ? AND M = ? AND N = ? AND K = ? AND gpu IS ? "
+            f"AND failure_kind IN ({marks}) LIMIT 1",
+            (*shape, *rows.DISQUALIFYING),
+        ).fetchone()
+        if not failed:
+            return
+    conn.execute(
+        "UPDATE evaluations SET ranked = 0 WHERE kernel = ? AND M = ? AND N = ? AND K = ? AND gpu IS ? "
+        "AND ranked = 1",
+        shape,
+    )
 
 
 class Archive:
@@ -210,11 +216,9 @@ class Archive:
                 for r in conn.execute("SELECT id FROM evaluations WHERE record_id = ? ORDER BY id", (rid,))
             ]
         rid = conn.execute(*rows.insert_sql("records", row)).lastrowid
-        ids = [
-            conn.execute(*rows.insert_sql("evaluations", e)).lastrowid
-            for e in rows.evaluation_rows(record, rid)
-        ]
-        _unrank_if_disqualified(conn, h, record.M, record.N, record.K, row["gpu"])
+        evals = rows.evaluation_rows(record, rid)
+        ids = [conn.execute(*rows.insert_sql("evaluations", e)).lastrowid for e in evals]
+        _unrank_if_disqualified(conn, h, record, row["gpu"], any(e["ranked"] for e in evals))
         return rid, ids
 
     def record(self, candidate: Any, record: EvalRecord, *, run_id: int | None = None) -> list[int]:
