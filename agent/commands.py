@@ -204,7 +204,7 @@ def optimize_command(
     out: Path | None = typer.Option(None, help="write the best kernel to this .cu file"),
     json_out: Path | None = typer.Option(None, "--json", help="write a JSON summary of the run to this file"),
     ncu: bool = typer.Option(False, help="collect Nsight Compute metrics at the full stage"),
-    sanitize: bool = typer.Option(False, help="run compute-sanitizer at the full stage"),
+    sanitize: bool = typer.Option(False, help="run compute-sanitizer on the winner (the next fastest if it fails)"),
     config_file: Path | None = typer.Option(None, "--config", help="hgemm.toml to read"),
     quiet: bool = typer.Option(False, help="no progress display"),
 ) -> None:
