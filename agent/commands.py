@@ -17,6 +17,7 @@ from typing import Any
 import typer
 
 from agent.config import Config, gpu_preset, load_config, preset_for_name
+from agent.loop import OBJECTIVES
 from evaluator.errors import BadInput, validate_shape
 
 PROPOSERS = ("template", "llm", "llm+template")
@@ -205,11 +206,16 @@ def optimize_command(
     json_out: Path | None = typer.Option(None, "--json", help="write a JSON summary of the run to this file"),
     ncu: bool = typer.Option(False, help="collect Nsight Compute metrics at the full stage"),
     sanitize: bool = typer.Option(False, help="run compute-sanitizer on the winner (the next fastest if it fails)"),
+    objective: str = typer.Option(
+        "both", help="pick the winner by: both (geomean of offline and server speedups), offline, server"
+    ),
     config_file: Path | None = typer.Option(None, "--config", help="hgemm.toml to read"),
     quiet: bool = typer.Option(False, help="no progress display"),
 ) -> None:
     """Search for an HGEMM kernel faster than cuBLAS on M×N×K; every attempt goes to the archive."""
     validate_shape(M, N, K)
+    if objective not in OBJECTIVES:
+        raise BadInput(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     config = _apply_options(
         load_config(config_file),
         llm_model=llm_model,
@@ -230,7 +236,8 @@ def optimize_command(
         raise BadInput(f"--out {out} is a directory")
     proposers = make_proposers(proposer, config)
     result = run_optimize(
-        M, N, K, proposers, config, proposer_kind=proposer, ncu=ncu, sanitize=sanitize, progress=not quiet
+        M, N, K, proposers, config, proposer_kind=proposer, ncu=ncu, sanitize=sanitize, progress=not quiet,
+        objective=objective,
     )
     print_result(result)
     if out is not None and result.best is not None:
@@ -251,6 +258,7 @@ def run_optimize(
     ncu: bool = False,
     sanitize: bool = False,
     progress: bool = True,
+    objective: str = "both",
 ) -> Any:
     """Open evaluator, archive and index, and run the loop."""
     from agent.loop import Budget, optimize
@@ -282,6 +290,7 @@ def run_optimize(
             patience=config.search.patience,
             ncu=ncu,
             sanitize=sanitize,
+            objective=objective,
             config=recorded,
         )
 

@@ -16,8 +16,9 @@ Invariants:
 - Every record (quick and full, failures included) goes to the archive as soon as it exists, with its
   candidate's lineage and this run's id; the index syncs after each round's writes. A crash loses at
   most the round in flight.
-- The final best is the full-stage correct record with the lowest offline median; quick-stage times
-  never decide it. With `sanitize`, that winner is evaluated once more with compute-sanitizer (memcheck,
+- The final best is the full-stage correct record that scores highest on the run's `objective`: the
+  speedup over the best baseline offline, in server mode, or the geometric mean of the two ("both", the
+  default); quick-stage times never decide it. With `sanitize`, that winner is evaluated once more with compute-sanitizer (memcheck,
   racecheck) after the search; if it fails, the next fastest correct kernel of the run is tried (up to
   three), so the sanitizer runs on the reported kernel, not on every finalist.
 - The run stops at the first exhausted budget (evals, minutes, LLM dollars, LLM tokens) or when every
@@ -27,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -39,6 +41,16 @@ from evaluator.errors import validate_shape
 from evaluator.record import MODES, EvalRecord
 
 STOP_REASONS = ("evals", "minutes", "llm_usd", "llm_tokens", "converged")
+OBJECTIVES = ("both", "offline", "server")
+
+
+def objective_score(record: EvalRecord, objective: str) -> float | None:
+    """Higher is better: the record's speedup over the best baseline in the objective's mode, or the
+    geometric mean of both modes' speedups for "both"; None when the record lacks a mode it needs."""
+    if objective == "both":
+        a, b = record.speedup_best("offline"), record.speedup_best("server")
+        return math.sqrt(a * b) if a and b else None
+    return record.speedup_best(objective)
 
 
 @dataclass
@@ -137,7 +149,11 @@ class _Run:
         patience,
         ncu,
         sanitize,
+        objective="both",
     ):
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        self.objective = objective
         self.M, self.N, self.K = M, N, K
         self.proposers: list[Proposer] = list(proposers)
         self.evaluator, self.archive, self.retriever = evaluator, archive, retriever
@@ -310,14 +326,14 @@ class _Run:
 
     def update_best(self, pairs: list[tuple[Candidate, EvalRecord]], report: _Reporter) -> None:
         for c, r in pairs:
-            if not r.ok or r.median_us("offline") is None:
+            score = objective_score(r, self.objective) if r.ok else None
+            if score is None or r.median_us("offline") is None:
                 continue
-            if self.best is None or r.median_us("offline") < self.best[1].median_us("offline"):
+            if self.best is None or score > objective_score(self.best[1], self.objective):
                 self.best = (c, r)
-                s = r.speedup_best("offline")
                 report.line(
-                    f"new best {c.hash} ({c.proposer}): offline {r.median_us('offline'):.2f} us"
-                    + (f", {s:.3f}x best cuBLAS" if s else "")
+                    f"new best {c.hash} ({c.proposer}): offline {r.median_us('offline'):.2f} us, "
+                    f"{score:.3f}x best cuBLAS ({self.objective})"
                 )
 
     def certify(self, report: _Reporter, tries: int = 3) -> None:
@@ -335,7 +351,7 @@ class _Run:
         for _, cand in sorted(fastest.values(), key=lambda t: (t[0], t[1].hash))[:tries]:
             report.update(f"sanitizer: {cand.hash}")
             ((_, rec),) = self.evaluate([(self.owner.get(cand.hash, 0), cand)], "full", sanitize=True)
-            if rec.ok and rec.median_us("offline") is not None:
+            if rec.ok and objective_score(rec, self.objective) is not None:
                 self.best = (cand, rec)
                 return
             report.line(f"{cand.hash} failed the sanitized run: {rec.failure_kind}")
@@ -365,6 +381,7 @@ def optimize(
     patience: int = 3,
     ncu: bool = False,
     sanitize: bool = False,
+    objective: str = "both",
     config: dict[str, Any] | None = None,
 ) -> OptimizeResult:
     """Search for the fastest correct kernel for M×N×K until a budget ends or the proposers run dry."""
@@ -372,11 +389,12 @@ def optimize(
     if not proposers:
         raise ValueError("optimize needs at least one proposer")
     run = _Run(
-        M, N, K, proposers, evaluator, archive, retriever, budget, finalists, batch, patience, ncu, sanitize
+        M, N, K, proposers, evaluator, archive, retriever, budget, finalists, batch, patience, ncu, sanitize,
+        objective,
     )
     if archive is not None:
         run.run_id = archive.start_run(
-            command, {"M": M, "N": N, "K": K, "gpu": run.gpu.name, **(config or {})}
+            command, {"M": M, "N": N, "K": K, "gpu": run.gpu.name, "objective": objective, **(config or {})}
         )
     report = _Reporter(progress, M, N, K)
     pool = ThreadPoolExecutor(max_workers=max(1, len(proposers)), thread_name_prefix="hgemm-propose")

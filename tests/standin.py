@@ -3,7 +3,8 @@
 Used by orchestration tests (the loop, the CLI, the archive and index tests). It runs the real
 static check and then, instead of compiling and timing, derives everything from the source text:
 - pseudo-times: a roofline-ish base time for the shape times a factor in [0.8, 1.4) taken from the
-  kernel hash, or exactly the factor a `// STANDIN_SPEED <x>` line gives;
+  kernel hash, or exactly the factor a `// STANDIN_SPEED <x>` line gives; a `// STANDIN_SERVER_SPEED <y>`
+  line further multiplies the server-mode time by y (a kernel that suffers more from a cold cache);
 - markers: `STANDIN_WRONG` → incorrect, `STANDIN_COMPILE_ERROR` → compile_error,
   `STANDIN_CRASH` → crash, `STANDIN_UNSUPPORTED` → unsupported_shape, `STANDIN_RACE` → sanitizer (only
   when the call asks for compute-sanitizer);
@@ -33,6 +34,7 @@ SERVER_FACTOR = 1.15  # server-mode times are this much slower than offline
 FLOOR_FACTOR = 0.55
 
 _SPEED = re.compile(r"//\s*STANDIN_SPEED\s+([0-9.]+)")
+_SERVER_SPEED = re.compile(r"//\s*STANDIN_SERVER_SPEED\s+([0-9.]+)")
 
 
 def base_us(M: int, N: int, K: int) -> float:
@@ -140,9 +142,11 @@ class StandinEvaluator:
         used = ("offline",) if stage == "quick" else modes
         for mode in used:
             scale = SERVER_FACTOR if mode == "server" else 1.0
+            extra = _SERVER_SPEED.search(source) if mode == "server" else None
+            cand_scale = scale * (float(extra.group(1)) if extra else 1.0)
             rec.modes[mode] = ModeResult(
                 mode=mode,
-                candidate=_stats(base * speed_factor(source) * scale),
+                candidate=_stats(base * speed_factor(source) * cand_scale),
                 baselines={b: _stats(base * f * scale) for b, f in BASELINE_FACTORS.items()},
                 floor_us=base * FLOOR_FACTOR * scale,
             ).finish(M, N, K)

@@ -239,3 +239,21 @@ def test_sanitize_runs_on_the_winner_and_a_failing_winner_gives_way():
         assert evaluator.sanitized == [("full", 1), ("full", 1)]  # the racy winner, then its successor
         assert archive.failures(256, 256, 256) == {"sanitizer": 1}
         assert archive.best(256, 256, 256)["source"] == sources[1]  # the racy kernel is ranked no more
+
+
+@pytest.mark.parametrize(("objective", "winner"), [("offline", 0), ("both", 1), ("server", 1)])
+def test_the_objective_picks_the_winner(objective, winner):
+    # kernel 0 is fastest offline but loses 50% in server mode; kernel 1 is a little slower, evenly
+    sources = [kernel(0.80, marker="// STANDIN_SERVER_SPEED 1.5\n"), kernel(0.85)]
+    with Archive() as archive:
+        result = optimize(256, 256, 256, proposers=[ListProposer(sources)], evaluator=StandinEvaluator(),
+                          archive=archive, budget=Budget(evals=20), progress=False, finalists=2, batch=4,
+                          patience=2, objective=objective)  # fmt: skip
+    assert result.full == 2  # both reached the full stage; the objective alone decides
+    assert result.best.source == sources[winner]
+
+
+def test_an_unknown_objective_is_refused():
+    with pytest.raises(ValueError, match="objective"):
+        optimize(256, 256, 256, proposers=[ListProposer([kernel(1.0)])], evaluator=StandinEvaluator(),
+                 budget=Budget(evals=2), progress=False, objective="fastest")  # fmt: skip

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from agent import sweep
 from agent.sweep import read_grid, row_from_record, run_sweep, summarize, write_report
-from evaluator.record import BASELINES, EvalRecord, ModeResult, Stats
+from evaluator.record import BASELINES, EvalRecord, ModeResult, Stats, kernel_hash
 
 
 def stats(us: float) -> Stats:
@@ -254,3 +254,22 @@ def test_sweep_without_a_terminal_prints_a_line_per_shape(capsys):
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[")]
     assert lines[0].startswith("[1/2] 128x128x128 optimized") and lines[1].startswith("[2/2] 256x256x256")
     assert "offline" in lines[0] and "server" in lines[0]
+
+
+def test_a_resumed_shape_is_chosen_by_the_objective():
+    from agent.proposer import Candidate
+    from archive import Archive
+    from evaluator.kernels import get_family
+
+    body = get_family("small").render(dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1))
+    cold_sensitive = "// STANDIN_SPEED 0.80\n// STANDIN_SERVER_SPEED 1.5\n" + body
+    even = "// STANDIN_SPEED 0.85\n" + body
+    ev = StandinEvaluator()
+    with Archive() as archive:
+        for source in (cold_sensitive, even):
+            (rec,) = ev.evaluate([source], 256, 256, 256, stage="full")
+            archive.record(Candidate(source, "list"), rec)
+        gpu = ev.gpu_info().name
+        assert sweep.archived_row(archive, 256, 256, 256, gpu, "offline")["kernel"] == kernel_hash(cold_sensitive)
+        assert sweep.archived_row(archive, 256, 256, 256, gpu, "both")["kernel"] == kernel_hash(even)
+        assert sweep.archived_row(archive, 256, 256, 256, gpu, "server")["kernel"] == kernel_hash(even)
