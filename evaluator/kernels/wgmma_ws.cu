@@ -142,6 +142,24 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
+// Keeps the compiler from moving accumulator reads or writes across a wgmma fence, commit or wait.
+__device__ __forceinline__ void fence_acc(float (&acc)[M_ITERS][BN / 2]) {
+#pragma unroll
+  for (int mi = 0; mi < M_ITERS; ++mi)
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) reg_fence(acc[mi][i]);
+}
+
+// One consumer warp is done with a ring slot: arrive on its empty barrier, in every CTA of the
+// cluster (each multicast into the slot) with HG_CLUSTER_M > 1.
+__device__ __forceinline__ void free_slot(uint32_t empty) {
+#if HG_CLUSTER_M > 1
+  for (uint32_t c = 0; c < CLUSTER_M; ++c) mbar_arrive_cluster(empty, c);
+#else
+  mbar_arrive(empty);
+#endif
+}
+
 // Calls f(r, c, x, y) for every pair of adjacent fp32 accumulators of this warpgroup, in the wgmma
 // accumulator layout: x at warpgroup-local row r, column c (even), y at column c + 1.
 template <typename F>
@@ -398,10 +416,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
       for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(full_bar + 8 * s, static_cast<uint32_t>(it / STAGES) & 1);
-#pragma unroll
-        for (int mi = 0; mi < M_ITERS; ++mi)
-#pragma unroll
-          for (int i = 0; i < BN / 2; ++i) reg_fence(acc[mi][i]);
+        fence_acc(acc);
         wgmma_fence();
         const uint32_t a_base = sA + s * A_BYTES + (PINGPONG ? 0 : cw * WG_ROWS) * 128;
         const uint32_t b_base = sB + s * B_BYTES;
@@ -415,34 +430,16 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
           }
         }
         wgmma_commit();
-#pragma unroll
-        for (int mi = 0; mi < M_ITERS; ++mi)
-#pragma unroll
-          for (int i = 0; i < BN / 2; ++i) reg_fence(acc[mi][i]);
+        fence_acc(acc);
         // Keep one wgmma group in flight; the slot read by the previous group is free now.
         wgmma_wait<1>();
-        if (prev >= 0 && (wg_thread % 32) == 0) {
-#if HG_CLUSTER_M > 1
-          for (uint32_t c = 0; c < CLUSTER_M; ++c) mbar_arrive_cluster(empty_bar + 8 * prev, c);
-#else
-          mbar_arrive(empty_bar + 8 * prev);
-#endif
-        }
+        if (prev >= 0 && (wg_thread % 32) == 0) free_slot(empty_bar + 8 * prev);
         prev = s;
       }
       if (PINGPONG && (wg_thread % 32) == 0) mbar_arrive(order_bar + 8 * (1 - cw));
       wgmma_wait<0>();
-#pragma unroll
-      for (int mi = 0; mi < M_ITERS; ++mi)
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) reg_fence(acc[mi][i]);
-      if (prev >= 0 && (wg_thread % 32) == 0) {
-#if HG_CLUSTER_M > 1
-        for (uint32_t c = 0; c < CLUSTER_M; ++c) mbar_arrive_cluster(empty_bar + 8 * prev, c);
-#else
-        mbar_arrive(empty_bar + 8 * prev);
-#endif
-      }
+      fence_acc(acc);
+      if (prev >= 0 && (wg_thread % 32) == 0) free_slot(empty_bar + 8 * prev);
       const int row0 = m0 + (PINGPONG ? 0 : cw * WG_ROWS);
       if constexpr (DSMEM) {
         // The partial overwrites the ring: every consumer's wgmmas must be done reading it.
