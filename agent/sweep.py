@@ -25,6 +25,7 @@ from typing import Any
 
 import typer
 
+from evaluator.paths import write_text_atomic
 from evaluator.record import BASELINES, MODES, EvalRecord
 
 DEFAULT_GRID = Path("bench") / "grid100.txt"
@@ -194,18 +195,13 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(rows)
     paths = {"json": out / f"{name}.json", "md": out / f"{name}.md"}
-    _replace(paths["json"], json.dumps({"name": name, "summary": summary, "rows": rows}, indent=1) + "\n")
-    _replace(paths["md"], render_markdown(rows, summary, name))
+    write_text_atomic(paths["json"], json.dumps({"name": name, "summary": summary, "rows": rows}, indent=1) + "\n")
+    write_text_atomic(paths["md"], render_markdown(rows, summary, name))
     if plot_png:
         paths["png"] = out / f"{name}.png"
         plot(rows, paths["png"], f"hgemm sweep {name}")
     return paths
 
-
-def _replace(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 # ----- running ---------------------------------------------------------------------------------------

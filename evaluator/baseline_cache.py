@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evaluator.paths import state_dir
+from evaluator.paths import state_dir, write_text_atomic
 
 
 def _path(gpu_key: str) -> Path:
@@ -27,6 +27,4 @@ def store(gpu_key: str, M: int, N: int, K: int, mode: str, times: dict) -> None:
     path = _path(gpu_key)
     table = json.loads(path.read_text()) if path.exists() else {}
     table[f"{M}x{N}x{K}:{mode}"] = times
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(table, indent=1))
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(table, indent=1))

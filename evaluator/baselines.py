@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from evaluator.paths import state_dir
+from evaluator.paths import state_dir, write_text_atomic
 
 LT_CANDIDATES = 100
 
@@ -61,7 +61,5 @@ class Baselines:
         stats = time_server(contenders, stream, l2_bytes, samples=10, mean_gap_us=20.0)
         best = int(min(stats, key=lambda i: stats[i].median_us))
         table[key] = {"index": best, "count": len(algos), "median_us": stats[str(best)].median_us}
-        tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps(table, indent=1))
-        tmp.replace(cache)
+        write_text_atomic(cache, json.dumps(table, indent=1))
         return best

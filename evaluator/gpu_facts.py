@@ -14,7 +14,7 @@ import subprocess
 
 import torch
 
-from evaluator.paths import state_dir
+from evaluator.paths import state_dir, write_text_atomic
 from evaluator.record import GpuInfo
 
 PEAK_HEADROOM = 1.15
@@ -106,9 +106,7 @@ def facts(info: GpuInfo, stream: torch.cuda.Stream, empty_lib: str) -> dict:
     f = measure(stream, empty_lib)
     f["measured"] = {"matmul": "torch.mm fp16 8192^3, CUDA graph", "copy": "2 GiB device-to-device, read+write", "read": "sum over 2 GiB",
                      "launch": "empty kernel through hgemm_run, CUDA graph of 200"}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(f, indent=1))
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(f, indent=1))
     return f
 
 

@@ -21,3 +21,10 @@ def state_dir(name: str) -> Path:
     path = state_root() / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all: a temporary file beside it, then a rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
