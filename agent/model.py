@@ -318,3 +318,27 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
 def predict_us(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: GpuInfo) -> float:
     """Estimated microseconds for one call; `family` is a Family or a family name. Lower ranks first."""
     return predict(family, params, M, N, K, gpu).us
+
+
+def spearman(a: list[float], b: list[float]) -> float | None:
+    """Spearman rank correlation of two equally long lists (ties share their mean rank); None when either
+    list is constant. How the model's ranking of a shape's configurations is judged against measurements."""
+
+    def ranks(xs: list[float]) -> list[float]:
+        order = sorted(range(len(xs)), key=lambda i: xs[i])
+        out = [0.0] * len(xs)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                out[order[k]] = (i + j) / 2
+            i = j + 1
+        return out
+
+    ra, rb = ranks(a), ranks(b)
+    mean = (len(a) - 1) / 2
+    cov = sum((x - mean) * (y - mean) for x, y in zip(ra, rb, strict=True))
+    var = math.sqrt(sum((x - mean) ** 2 for x in ra) * sum((y - mean) ** 2 for y in rb))
+    return cov / var if var else None

@@ -331,7 +331,7 @@ def model_rank_correlation(
 ) -> float | None:
     """Spearman correlation between the analytic model and measured quick-stage offline times of the
     template candidates of one shape (None with fewer than 4): how far the pre-ranking can be trusted."""
-    from agent.model import predict_us
+    from agent.model import predict_us, spearman
     from evaluator.kernels import FAMILIES
 
     pairs = []
@@ -342,24 +342,8 @@ def model_rank_correlation(
     if len(pairs) < 4:
         return None
 
-    def ranks(xs: list[float]) -> list[float]:
-        order = sorted(range(len(xs)), key=lambda i: xs[i])
-        out = [0.0] * len(xs)
-        i = 0
-        while i < len(order):  # ties share their mean rank
-            j = i
-            while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                out[order[k]] = (i + j) / 2
-            i = j + 1
-        return out
-
-    a, b = ranks([p for p, _ in pairs]), ranks([t for _, t in pairs])
-    mean = (len(pairs) - 1) / 2
-    cov = sum((x - mean) * (y - mean) for x, y in zip(a, b, strict=True))
-    var = math.sqrt(sum((x - mean) ** 2 for x in a) * sum((y - mean) ** 2 for y in b))
-    return round(cov / var, 3) if var else None
+    rho = spearman([p for p, _ in pairs], [t for _, t in pairs])
+    return round(rho, 3) if rho is not None else None
 
 
 def _progress(enabled: bool) -> Any:

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.model import predict_us  # noqa: E402
+from agent.model import predict_us, spearman  # noqa: E402
 from evaluator.kernels import FAMILIES  # noqa: E402
 from evaluator.kernels.wgmma_family import TIME_FEATURES, time_features  # noqa: E402
 from evaluator.record import GpuInfo  # noqa: E402
@@ -67,21 +67,6 @@ def archive_rows(path: str) -> list[tuple[dict, tuple[int, int, int], float]]:
                 us = rec["modes"]["offline"]["candidate"]["median_us"]
                 out.append((params, (rec["M"], rec["N"], rec["K"]), us))
     return out
-
-
-def spearman(a: list[float], b: list[float]) -> float | None:
-    def ranks(xs):
-        order = sorted(range(len(xs)), key=lambda i: xs[i])
-        r = [0.0] * len(xs)
-        for k, i in enumerate(order):
-            r[i] = k
-        return r
-
-    ra, rb = ranks(a), ranks(b)
-    mean = (len(a) - 1) / 2
-    cov = sum((x - mean) * (y - mean) for x, y in zip(ra, rb, strict=True))
-    var = math.sqrt(sum((x - mean) ** 2 for x in ra) * sum((y - mean) ** 2 for y in rb))
-    return cov / var if var else None
 
 
 def main(argv: list[str] | None = None) -> int:
