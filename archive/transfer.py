@@ -140,22 +140,27 @@ def _read_db(path: Path) -> Iterator[dict[str, Any]]:
         conn.close()
 
 
-def import_file(archive, path: Path) -> dict[str, int]:
+def read_export(path: Path | str) -> Iterator[dict[str, Any]]:
+    """The lines of an archive (a .db file, or a jsonl export, plain, .xz or .gz), as exported: the header,
+    then kernels, runs, records and LLM calls. What `import_file` merges, and what analysis scripts read."""
+    path = Path(path)
     if not path.is_file():
         raise ArchiveError(f"{path}: no such file")
     with open(path, "rb") as f:
         head = f.read(16)
     if head == _db.SQLITE_HEADER:
-        source = _read_db(path)
-    elif head.lstrip()[:1] == b"{":
-        source = _read_jsonl(path)
-    elif head.startswith(XZ_MAGIC):
-        source = _read_jsonl(path, "xz")
-    elif head.startswith(GZIP_MAGIC):
-        source = _read_jsonl(path, "gz")
-    else:
-        raise ArchiveCorrupt(f"{path} is neither an hgemm archive database nor a jsonl export")
-    return _merge(archive, source)
+        return _read_db(path)
+    if head.lstrip()[:1] == b"{":
+        return _read_jsonl(path)
+    if head.startswith(XZ_MAGIC):
+        return _read_jsonl(path, "xz")
+    if head.startswith(GZIP_MAGIC):
+        return _read_jsonl(path, "gz")
+    raise ArchiveCorrupt(f"{path} is neither an hgemm archive database nor a jsonl export")
+
+
+def import_file(archive, path: Path) -> dict[str, int]:
+    return _merge(archive, read_export(path))
 
 
 def _merge(archive, lines: Iterator[dict[str, Any]]) -> dict[str, int]:

@@ -2,8 +2,8 @@
 
 The analytic model (`agent/model.py`) knows tiles, waves, traffic and pipeline depth but not the wgmma
 kernel's own switches. This script takes every correct measured wgmma time we have on one GPU: the variant
-sweeps of `bench/check_wgmma.py` (JSON under bench/results) and the quick-stage records of a sweep archive
-(`hgemm archive export`, plain or .xz). Per shape it centres log(measured / predicted) and the features
+sweeps of `bench/check_wgmma.py` (JSON under bench/results) and the quick-stage records of an archive
+(a .db, or an `hgemm archive export`, plain or compressed). Per shape it centres log(measured / predicted) and the features
 (so only ranking within a shape matters), fits one log-factor per feature by ridge least squares, and
 reports, leaving each shape out in turn, the model's median Spearman rank correlation and the geometric
 mean of (measured time of the model's first choice / best measured time), without and with the factors.
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import lzma
 import math
 import statistics
 import sys
@@ -29,6 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.model import predict_us, spearman  # noqa: E402
+from archive.transfer import read_export  # noqa: E402
 from evaluator.kernels import FAMILIES  # noqa: E402
 from evaluator.kernels.wgmma_family import TIME_FEATURES, time_features  # noqa: E402
 from evaluator.record import GpuInfo  # noqa: E402
@@ -52,20 +52,16 @@ def sweep_rows(paths: list[str]) -> list[tuple[dict, tuple[int, int, int], float
 
 
 def archive_rows(path: str) -> list[tuple[dict, tuple[int, int, int], float]]:
-    opener = lzma.open if path.endswith(".xz") else open
     kernels, out = {}, []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for text in f:
-            line = json.loads(text)
-            if line.get("type") == "kernel" and line.get("family") == "wgmma":
-                kernels[line["hash"]] = line["params"]
-            elif line.get("type") == "record":
-                rec = line["record"]
-                params = kernels.get(rec.get("kernel_hash"))
-                if params is None or rec.get("stage") != "quick" or rec.get("failure_kind"):
-                    continue
-                us = rec["modes"]["offline"]["candidate"]["median_us"]
-                out.append((params, (rec["M"], rec["N"], rec["K"]), us))
+    for line in read_export(path):
+        if line.get("type") == "kernel" and line.get("family") == "wgmma":
+            kernels[line["hash"]] = line["params"]
+        elif line.get("type") == "record":
+            rec = line["record"]
+            params = kernels.get(rec.get("kernel_hash"))
+            if params is None or rec.get("stage") != "quick" or rec.get("failure_kind"):
+                continue
+            out.append((params, (rec["M"], rec["N"], rec["K"]), rec["modes"]["offline"]["candidate"]["median_us"]))
     return out
 
 

@@ -5,13 +5,11 @@ server mode in the same evaluation, against baselines timed alongside), picks th
 objective of `agent.loop.objective_score`, and prints the geometric-mean speedups over the best baseline
 and the shapes below 0.90x. No GPU: a re-selection among measured records, not a new measurement.
 
-Usage: python bench/objective_reselect.py [bench/results/archive-grid100-r2-H200-2026-11-22.jsonl.xz]
+Usage: python bench/objective_reselect.py [ARCHIVE: .db or jsonl export, plain or compressed]
 """
 
 from __future__ import annotations
 
-import json
-import lzma
 import math
 import sys
 from collections import defaultdict
@@ -20,23 +18,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.loop import OBJECTIVES, objective_score  # noqa: E402
+from archive.transfer import read_export  # noqa: E402
 from evaluator.record import EvalRecord  # noqa: E402
 
 DEFAULT = "bench/results/archive-grid100-r2-H200-2026-11-22.jsonl.xz"
 
 
 def main(argv: list[str]) -> int:
-    path = argv[0] if argv else DEFAULT
-    opener = lzma.open if path.endswith(".xz") else open
     by_shape: dict[tuple[int, int, int], list[EvalRecord]] = defaultdict(list)
-    with opener(path, "rt", encoding="utf-8") as f:
-        for text in f:
-            line = json.loads(text)
-            if line.get("type") != "record":
-                continue
-            rec = EvalRecord.from_dict(line["record"])
-            if rec.stage == "full" and rec.ok and objective_score(rec, "both") is not None:
-                by_shape[(rec.M, rec.N, rec.K)].append(rec)
+    for line in read_export(argv[0] if argv else DEFAULT):
+        if line.get("type") != "record":
+            continue
+        rec = EvalRecord.from_dict(line["record"])
+        if rec.stage == "full" and rec.ok and objective_score(rec, "both") is not None:
+            by_shape[(rec.M, rec.N, rec.K)].append(rec)
     print(f"{len(by_shape)} shapes, {sum(map(len, by_shape.values()))} full-stage records")
     print("objective   offline geomean   server geomean   below 0.90x offline / server")
     for objective in OBJECTIVES:
