@@ -14,14 +14,12 @@ import hashlib
 import json
 from typing import Any
 
-from evaluator.record import BASELINES, EvalRecord
+from evaluator.record import BASELINES, FAILURE_KINDS, EvalRecord
 
 JSON_COLUMNS = ("params", "config", "baselines", "resources", "ncu", "record")
 # Failures that make a kernel untrustworthy on a shape and GPU however often it passed there (a race, a
 # flaky write, a sanitizer report, a hang): every one but "this kernel does not support the shape".
-DISQUALIFYING = ("bad_source", "static_check", "compile_error", "load_error", "launch_error", "crash", "timeout",
-                 "not_capturable", "unwritten_output", "out_of_bounds", "input_modified", "incorrect",
-                 "stale_result", "incomplete_on_event", "sanitizer", "suspicious_speed")  # fmt: skip
+DISQUALIFYING = tuple(kind for kind in FAILURE_KINDS if kind != "unsupported_shape")
 
 
 def dumps(value: Any) -> str | None:
