@@ -17,7 +17,7 @@ from typing import Any
 import typer
 
 from agent.config import Config, gpu_preset, load_config, preset_for_name
-from agent.loop import OBJECTIVES
+from agent.loop import validate_objective
 from evaluator.errors import BadInput, validate_shape
 
 PROPOSERS = ("template", "llm", "llm+template")
@@ -214,8 +214,7 @@ def optimize_command(
 ) -> None:
     """Search for an HGEMM kernel faster than cuBLAS on M×N×K; every attempt goes to the archive."""
     validate_shape(M, N, K)
-    if objective not in OBJECTIVES:
-        raise BadInput(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    validate_objective(objective)
     config = _apply_options(
         load_config(config_file),
         llm_model=llm_model,

@@ -18,9 +18,10 @@ Invariants:
   most the round in flight.
 - The final best is the full-stage correct record that scores highest on the run's `objective`: the
   speedup over the best baseline offline, in server mode, or the geometric mean of the two ("both", the
-  default); quick-stage times never decide it. With `sanitize`, that winner is evaluated once more with compute-sanitizer (memcheck,
-  racecheck) after the search; if it fails, the next fastest correct kernel of the run is tried (up to
-  three), so the sanitizer runs on the reported kernel, not on every finalist.
+  default); quick-stage times never decide it. With `sanitize`, that winner is evaluated once more
+  with compute-sanitizer (memcheck, racecheck) after the search; if it fails, the next fastest correct
+  kernel of the run is tried (up to three), so the sanitizer runs on the reported kernel, not on every
+  finalist.
 - The run stops at the first exhausted budget (evals, minutes, LLM dollars, LLM tokens) or when every
   proposer has come back with nothing new `patience` rounds in a row ("converged"). The archive's run
   row gets the status "done", "error" or "interrupted".
@@ -37,11 +38,17 @@ from typing import Any
 
 from agent.proposer import Candidate, ProposalContext, Proposer
 from evaluator.api import Evaluator
-from evaluator.errors import validate_shape
+from evaluator.errors import BadInput, validate_shape
 from evaluator.record import MODES, EvalRecord
 
 STOP_REASONS = ("evals", "minutes", "llm_usd", "llm_tokens", "converged")
 OBJECTIVES = ("both", "offline", "server")
+
+
+def validate_objective(objective: str) -> None:
+    """The commands' check of `--objective`: one line and exit code 2 when it is unknown."""
+    if objective not in OBJECTIVES:
+        raise BadInput(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
 
 
 def objective_score(record: EvalRecord, objective: str) -> float | None:

@@ -203,11 +203,12 @@ def write_report(
     return paths
 
 
-
 # ----- running ---------------------------------------------------------------------------------------
 
 
-def archived_row(archive: Any, M: int, N: int, K: int, gpu: str, objective: str = "both") -> dict[str, Any] | None:
+def archived_row(
+    archive: Any, M: int, N: int, K: int, gpu: str, objective: str = "both"
+) -> dict[str, Any] | None:
     """A row from the archive's best ranked kernel for the shape on this GPU by `objective` (see
     `agent.loop.objective_score`), or None."""
     from agent.loop import objective_score
@@ -325,7 +326,6 @@ def _line(row: dict[str, Any]) -> str:
     return f"{row['M']}x{row['N']}x{row['K']} {row['status']} {row.get('family') or '-'} {speed}"
 
 
-
 def model_rank_correlation(
     results: list[tuple[Any, EvalRecord]], M: int, N: int, K: int, gpu: Any
 ) -> float | None:
@@ -392,10 +392,9 @@ def sweep_command(
     for s in shapes:
         validate_shape(*s)
     report_name = name or grid.stem
-    from agent.loop import OBJECTIVES
+    from agent.loop import validate_objective
 
-    if objective not in OBJECTIVES:
-        raise BadInput(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    validate_objective(objective)
     with open_evaluator() as evaluator, Archive() as archive:
         retriever = Retriever(archive, gpu_sm_count=evaluator.gpu_info().sm_count)
         rows = run_sweep(
