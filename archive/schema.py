@@ -161,8 +161,10 @@ def _unrank_disqualified(db: sqlite_utils.Database) -> None:
     and GPU stop being ranked there: what the store now enforces on every insert, applied to older data."""
     from archive.rows import DISQUALIFYING
 
-    # The store asks "has this kernel failed on this shape and GPU?" on every insert.
-    db["records"].create_index(["kernel", "M", "N", "K", "gpu", "failure_kind"], index_name="idx_records_kernel_shape")
+    # The store asks "has this kernel failed on this shape and GPU?" before it ranks a new row.
+    db["records"].create_index(
+        ["kernel", "M", "N", "K", "gpu", "failure_kind"], index_name="idx_records_kernel_shape"
+    )
     marks = ",".join("?" * len(DISQUALIFYING))
     db.execute(
         f"""UPDATE evaluations SET ranked = 0 WHERE ranked = 1 AND EXISTS (

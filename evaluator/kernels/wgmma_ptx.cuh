@@ -97,14 +97,9 @@ __device__ __forceinline__ void tma_store_2d(const void* tmap, uint32_t src, int
 
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 
-// Wait until at most 0 committed store groups still read shared memory.
-__device__ __forceinline__ void tma_store_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
-
 // Wait until at most N committed store groups still read shared memory.
 template <int N>
-__device__ __forceinline__ void tma_store_wait_read_le() {
+__device__ __forceinline__ void tma_store_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 

@@ -217,7 +217,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
 #pragma unroll
   for (int p = 0; p < BN / 64; ++p, ++panels) {
     uint8_t* buf = ring + (panels % EPI_PANELS) * WG_ROWS * 128;
-    if (wg_thread == 0) tma_store_wait_read_le<EPI_PANELS - 1>();
+    if (wg_thread == 0) tma_store_wait_read<EPI_PANELS - 1>();
     named_bar_sync(1 + wg, 128);
     stage_columns(acc, smem_u32(buf), 8 * p, 8 * p + 8, wg_thread);
     fence_proxy_async_smem();
@@ -233,7 +233,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   (void)panels;
   // This warpgroup's staging buffer holds the whole tile: BN/64 panels.
   uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
-  if (wg_thread == 0) tma_store_wait_read();  // previous tile's store has finished reading buf
+  if (wg_thread == 0) tma_store_wait_read<0>();  // previous tile's store has finished reading buf
   named_bar_sync(1 + wg, 128);
   stage_columns(acc, smem_u32(buf), 0, BN / 8, wg_thread);
   fence_proxy_async_smem();
