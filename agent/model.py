@@ -230,7 +230,7 @@ class Prediction:
     tiles: int
     ctas_per_sm: int
     waves: float  # tiles / (SMs x resident CTAs)
-    busiest_sm_tiles: int
+    busiest_sm_tiles: float  # whole tiles, or tile-equivalents of k-blocks with stream-K
     padded_fraction: float  # useful / padded work
     compute_us: float
     l2_us: float
@@ -254,7 +254,14 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
     split = min(tile.split_k, -(-K // tile.bk))  # slices beyond the K extent do nothing
     k_iters = cdiv(cdiv(K, split), tile.bk)
     tiles = tm * tn * split
-    busiest = -(-tiles // sms)
+    busiest: float = -(-tiles // sms)
+    fixup_bytes = 0.0  # stream-K partials the busiest SM writes and reads
+    if param(params, "stream_k", 0) and tile.persistent and split == 1 and tiles % sms:
+        # The last partial wave plus one full wave is cut into equal k-block ranges, one per SM; a
+        # tile's finishing CTA reads the partials of the ~sms/sk_tiles CTAs that share it.
+        sk_tiles = tiles % sms + (sms if tiles > sms else 0)
+        busiest = (tiles - sk_tiles) // sms + sk_tiles / sms
+        fixup_bytes = (1 + cdiv(sms, sk_tiles)) * tile.bm * tile.bn * 4.0
     padded = tm * tile.bm * tn * tile.bn * split * k_iters * tile.bk
     useful_fraction = M * N * K / padded
 
@@ -271,7 +278,7 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
 
     tile_flops = 2.0 * tile.bm * tile.bn * k_iters * tile.bk
     compute_us = busiest * tile_flops / sm_rate * 1e6
-    rounds = -(-busiest // occ)  # CTA generations on the busiest SM
+    rounds = math.ceil(busiest / occ)  # CTA generations on the busiest SM
     if tile.persistent:  # the next tile's loads overlap this tile's epilogue
         fixed_us = TILE_OVERHEAD_US * (1 + 0.25 * (busiest - 1))
     else:
@@ -283,7 +290,8 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
         per_k = tile.bm + tile.bn / max(1, tile.cluster_m)  # a cluster multicasts the B tile
     tile_bytes = per_k * k_iters * tile.bk * 2.0
     l2_bytes = tiles * tile_bytes
-    l2_us = busiest * tile_bytes / (peaks.l2_bps / sms) * 1e6  # each SM gets its share of L2 bandwidth
+    # each SM gets its share of L2 bandwidth
+    l2_us = (busiest * tile_bytes + fixup_bytes) / (peaks.l2_bps / sms) * 1e6
 
     operands = (M * K + K * N) * 2.0
     dram = operands + M * N * 2.0
@@ -291,7 +299,8 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
         miss = 0.05 if param(params, "raster", 0) else 0.12
         dram += max(0.0, l2_bytes - operands) * miss
     kernels = 1
-    if split > 1 and not param(params, "split_dsmem", 0):
+    if fixup_bytes:
+        kernels = 2  # the flags' memset and not param(params, "split_dsmem", 0):
         dram += split * M * N * 4.0 * 2  # fp32 partials written, then read by the reduction
         kernels = 2
     dram_us = dram / peaks.hbm_bps * 1e6

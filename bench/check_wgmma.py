@@ -70,6 +70,10 @@ CONFIGS: dict[str, dict] = {
     "pingpong_cl2": {**_BASE, "bn": 128, "stages": 5, "pingpong": 1, "cluster_m": 2},
     "cluster_256_panels": {**_BASE, "bn": 256, "stages": 4, "cluster_m": 2, "epi_panels": 2},
     "tma_epi_panels": {**_BASE, "bn": 256, "stages": 4, "epi_panels": 2},
+    "streamk": {**_BASE, "bn": 128, "stages": 6, "stream_k": 1},
+    "streamk_256_cl2": {**_BASE, "bn": 256, "stages": 4, "cluster_m": 2, "epi_panels": 2, "stream_k": 1},
+    "m64_streamk_direct": {**_BASE, "bm": 64, "consumers": 1, "bn": 128, "stages": 8, "epilogue": 0,
+                           "stream_k": 1},
 }  # fmt: skip
 SMS = 132
 
@@ -108,6 +112,19 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 40) -> dict[str, dic
                     dsk = best_stages({**params, "persistent": 0, "split_dsmem": 1}, shape)
                     if dsk is not None:
                         out[f"b{bm}x{bn}c{consumers}s{split}dsk"] = dsk
+                if split == 1 and tiles % SMS:  # the last partial wave cut into k-block ranges
+                    out[f"b{bm}x{bn}c{consumers}sk"] = {**params, "stream_k": 1}
+                    if consumers == 2 and bm == 128 and M >= 1024:
+                        skcl = best_stages({**params, "stream_k": 1, "cluster_m": 2}, shape)
+                        if skcl is not None:
+                            out[f"b{bm}x{bn}skcl2"] = skcl
+                if split == 1 and bm == 64 and consumers == 1 and bn >= 128:
+                    # ping-pong on 64-row tiles: each consumer owns a whole 64 x bn tile, so one tile's
+                    # epilogue overlaps the other's main loop (with and without B multicast)
+                    for c in (1, 2):
+                        pp = best_stages({**params, "consumers": 2, "pingpong": 1, "cluster_m": c}, shape)
+                        if pp is not None:
+                            out[f"b64x{bn}pp{'cl2' if c == 2 else ''}"] = pp
                 if split == 1 and consumers == 2 and bm == 128:
                     pp = best_stages({**params, "pingpong": 1}, shape)
                     if pp is not None:
@@ -129,6 +146,8 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 40) -> dict[str, dic
         p = item[1]
         units = (M // p["bm"]) * (N // p["bn"]) * p["split_k"]
         waves = -(-units // SMS)
+        if p.get("stream_k"):
+            return 0.01  # no idle slots, a small fix-up cost
         return (waves * SMS - units) / (waves * SMS) + 0.02 * (p["split_k"] > 1) * p["split_k"] ** 0.5
 
     ranked = sorted(out.items(), key=waste)[:limit]
@@ -143,16 +162,18 @@ NVCC_FLAGS = [
 
 
 def configs_for(
-    shape: tuple[int, int, int], names: list[str] | None = None, sweep: bool = False
+    shape: tuple[int, int, int], names: list[str] | None = None, sweep: bool = False, nowave: bool = False
 ) -> list[tuple[str, dict | None, str | None]]:
     """(name, params, skip reason) for each named config (or those in `names`), the shape's default,
-    and with `sweep` the generated variants."""
+    with `sweep` the generated variants, and with `nowave` a `_nowave` twin of each stream-K one."""
     out = []
     default = FAMILY.default_params(*shape)
     named = [(n, p) for n, p in CONFIGS.items() if names is None or n in names]
     extra = list(sweep_configs(shape).items()) if sweep else []
     nopdl = [("default_nopdl", default)] if default is not None and default.get("split_k", 1) > 1 else []
-    for name, params in [*named, ("default", default), *nopdl, *extra]:
+    listed = [*named, ("default", default), *nopdl, *extra]
+    twins = [(f"{n}_nowave", p) for n, p in listed if nowave and p is not None and p.get("stream_k")]
+    for name, params in [*listed, *twins]:
         if params is None:
             out.append((name, None, "no valid default for this shape"))
         else:
@@ -162,9 +183,14 @@ def configs_for(
 
 def source_for(name: str, params: dict) -> str:
     """Rendered kernel; a name ending in `_nopdl` also turns off programmatic dependent launch of the
-    split-K reduction (a template switch, not a family parameter) to measure what PDL buys."""
+    split-K reduction, one ending in `_nowave` gives stream-K only the last partial wave (without one
+    full wave more): template switches, not family parameters, to measure what they buy."""
     source = FAMILY.render(params)
-    return "#define HG_PDL 0\n" + source if name.endswith("_nopdl") else source
+    if name.endswith("_nopdl"):
+        return "#define HG_PDL 0\n" + source
+    if name.endswith("_nowave"):
+        return "#define HG_SK_WAVE 0\n" + source
+    return source
 
 
 def tflops(shape: tuple[int, int, int], us: float | None) -> float | None:
@@ -175,7 +201,7 @@ def tflops(shape: tuple[int, int, int], us: float | None) -> float | None:
 # ---------------------------------------------------------------------------------------------
 # Evaluator back end
 # ---------------------------------------------------------------------------------------------
-def run_evaluator(shapes, names=None, sweep=False, meta=None, out: Path | None = None) -> list[dict]:
+def run_evaluator(shapes, names=None, sweep=False, meta=None, out: Path | None = None, nowave=False) -> list[dict]:
     """Evaluate on the GPU; with `out`, rewrite the JSON after every shape (a cut-off run keeps its rows)."""
     from evaluator.local import LocalEvaluator
 
@@ -187,7 +213,7 @@ def run_evaluator(shapes, names=None, sweep=False, meta=None, out: Path | None =
         for shape in shapes:
             todo = []
             seen: set[str] = set()
-            for name, params, reason in configs_for(shape, names, sweep):
+            for name, params, reason in configs_for(shape, names, sweep, nowave):
                 source = source_for(name, params) if params is not None and not reason else None
                 if source is not None and source in seen:
                     continue  # the same kernel under another name
@@ -315,6 +341,15 @@ def raw_shape(shape: tuple[int, int, int], libs: dict[str, tuple], tmp: Path, wo
             rows.append(row(name, params, shape, status="incorrect", max_rel_err=rel, message=message))
             continue
         us = time_us(lambda lib=lib, args=args: lib.hgemm_run(*args), stream)
+        # Once more after the timed launches: state a kernel keeps between calls must not go stale.
+        C.fill_(float("nan"))
+        lib.hgemm_run(*args)
+        torch.cuda.synchronize()
+        again = (C.float() - ref).abs().max().item() / scale
+        if not again < 2e-3:  # NaN compares false
+            message = f"correct once, then max rel err {again:.2e} after the timed launches"
+            rows.append(row(name, params, shape, status="incorrect", max_rel_err=again, message=message))
+            continue
         rows.append(
             row(name, params, shape, status="ok", median_us=us, speedup=cublas_us / us, max_rel_err=rel)
         )
@@ -359,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep", action="store_true", help="add generated tile/split-K/cluster variants per shape"
     )
     ap.add_argument("--configs", default=None, help="comma-separated named configs to keep (default: all)")
+    ap.add_argument("--sk-nowave", action="store_true",
+                    help="add a twin of each stream-K config that cuts only the last partial wave")
     ap.add_argument(
         "--quiet-skips", action="store_true", help="leave skipped configurations out of the table"
     )
@@ -370,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.raw:
         rows = run_raw(shapes, names, args.sweep)
     else:
-        rows = run_evaluator(shapes, names, args.sweep, meta, Path(args.out))
+        rows = run_evaluator(shapes, names, args.sweep, meta, Path(args.out), args.sk_nowave)
     print_table([r for r in rows if not (args.quiet_skips and r["status"] == "skip")])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,8 @@ DEFAULT_SWEEPS = [
     "bench/results/worst12-wgmma-H200-2026-11-22.json",
     "bench/results/worst12-dsmem-stmatrix-H200-2026-11-22.json",
     "bench/results/wgmma-panels-H200-2026-11-22.json",
+    "bench/results/streamk-H200-2026-11-22.json",
+    "bench/results/pingpong64-H200-2026-11-22.json",
 ]
 DEFAULT_ARCHIVE = "bench/results/archive-grid100-r2-H200-2026-11-22.jsonl.xz"
 

@@ -30,8 +30,9 @@ def test_all_configs_correct_on_small_shapes():
         pytest.skip("wgmma kernels need a compute capability 9.x GPU")
     bench = _bench_module()
     # 2048 x 4096 x 512: 256+ tiles, so persistent CTAs take several and the ring wraps across
-    # tiles; 256 x 1024 x 64: a single k-block per tile.
-    rows = bench.run_raw([(2048, 4096, 512), (256, 1024, 64)])
+    # tiles; 256 x 1024 x 64: a single k-block per tile; 1024 x 512 x 2048: fewer tiles than SMs, so
+    # stream-K spreads each tile over several CTAs that hand partials to the tile's first.
+    rows = bench.run_raw([(2048, 4096, 512), (256, 1024, 64), (1024, 512, 2048)])
     ran = [r for r in rows if r["status"] != "skip"]
     assert len(ran) >= len(bench.CONFIGS), rows
     bad = [

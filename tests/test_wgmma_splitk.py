@@ -6,11 +6,10 @@ split-K template path (main kernel + reduction, no spills).
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 
 import pytest
+from nvcc_build import build_without_spills
 
 from evaluator.kernels.family import kernel_file
 from evaluator.kernels.wgmma_family import FAMILIES, HOPPER_SMEM_OPTIN, shared_bytes
@@ -105,16 +104,6 @@ def test_split_render_has_reduction_and_passes_static_check():
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 def test_split_k_compiles_for_sm90a_and_sm80_without_spills(tmp_path):
-    cu = tmp_path / "k.cu"
-    cu.write_text(FAMILY.render(SPLIT))
-    flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
-             "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_80,code=sm_80"]  # fmt: skip
-    proc = subprocess.run(["nvcc", *flags, str(cu), "-o", str(tmp_path / "k.so")], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    log = proc.stderr
-    assert "warning" not in log.lower(), log
-    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
-    assert spills and all(s == ("0", "0") for s in spills), log
+    log = build_without_spills(FAMILY.render(SPLIT), tmp_path)
     sm90 = log.split("for 'sm_90a'")[1]
     assert "hgemm_wgmma_reduce" in sm90 and "hgemm_wgmma_kernel" in sm90

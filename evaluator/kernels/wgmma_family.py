@@ -8,7 +8,10 @@ One producer warpgroup streams A/Bt tiles with TMA into a `stages`-deep shared-m
 alternate whole tiles instead of splitting each tile's rows (`pingpong`), and split-K (`split_k` > 1:
 each (tile, K slice) unit writes an fp32 partial to the workspace, a second kernel sums them into C;
 with `split_dsmem` the slices of a tile run as one cluster and sum their partials through
-distributed shared memory instead: one launch, no workspace).
+distributed shared memory instead: one launch, no workspace), and stream-K (`stream_k`: the tiles of
+the last partial wave, plus one full wave, are cut into equal k-block ranges, one per persistent CTA;
+the CTA holding a tile's first k-block adds the others' fp32 partials, handed over through the
+workspace with release/acquire flags, and writes C).
 
 Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the template with
 `wgmma_ptx.cuh` inlined, no local `#include "..."` left). `check` accepts only what the template
@@ -19,8 +22,8 @@ H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable
 persistent=0, cluster_m=1, pingpong=0. epi_panels=2 (stage C one 64-column panel at a time
 through a two-panel ring, so a deeper operand ring fits) needs epilogue=1 and split_k=1.
 `shared_bytes` is the exact dynamic shared memory the kernel requests. A parameter set without
-`split_k`, `split_dsmem` or `epi_panels` (archived before they existed) means 1 / 0 / 0, which
-renders the same kernel as before.
+`split_k`, `split_dsmem`, `epi_panels` or `stream_k` (archived before they existed) means 1 / 0 / 0 /
+0, which renders the same kernel as before. stream_k=1 needs persistent=1, split_k=1, pingpong=0.
 """
 
 from __future__ import annotations
@@ -48,8 +51,9 @@ SPACE: dict[str, tuple] = {
     "split_k": (1, 2, 3, 4, 6, 8, 16, 32, 64),
     "split_dsmem": (0, 1),
     "epi_panels": (0, 2),
+    "stream_k": (0, 1),
 }
-OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0}  # parameters added later: absent means this value
+OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0}  # parameters added later: absent means this value
 WORKSPACE_BYTES = 64 << 20  # the contract's minimum workspace
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
 # relative to 128x256 with a 2x1 cluster (H200, bench/NOTES.md).
@@ -60,13 +64,14 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 
 # What the analytic model (agent/model.py) cannot see in this kernel, as multiplicative time factors per
 # feature, fitted by bench/fit_wgmma_factors.py to every measured H200 time we have (variant sweeps plus the
 # second grid100 sweep's archive). See bench/NOTES.md for what they buy in ranking.
-TIME_FEATURES = ("tma_store_epilogue", "pingpong", "dsmem_split_doublings", "workspace_split", "cluster")
+TIME_FEATURES = ("tma_store_epilogue", "pingpong", "dsmem_split_doublings", "workspace_split", "cluster", "stream_k")
 TIME_FACTORS = {
-    "tma_store_epilogue": 0.734,
-    "pingpong": 0.952,
-    "dsmem_split_doublings": 1.298,
-    "workspace_split": 1.051,
-    "cluster": 1.047,
+    "tma_store_epilogue": 0.772,
+    "pingpong": 0.977,
+    "dsmem_split_doublings": 1.226,
+    "workspace_split": 1.362,
+    "cluster": 1.053,
+    "stream_k": 1.116,
 }
 
 
@@ -80,6 +85,7 @@ def time_features(params: Params) -> list[float]:
         math.log2(split) if dsmem else 0.0,
         float(split > 1 and not dsmem),
         float(params["cluster_m"] == 2),
+        float(params.get("stream_k", 0)),
     ]
 
 
@@ -136,6 +142,8 @@ class WgmmaFamily(Family):
             return f"{self.name}: K={K} has {K // BK} k-blocks, fewer than split_k={split}"
         if params["epi_panels"] and (not params["epilogue"] or split > 1):
             return f"{self.name}: epi_panels stages C panels for the TMA store: needs epilogue=1, split_k=1"
+        if params["stream_k"] and (not params["persistent"] or split > 1 or params["pingpong"]):
+            return f"{self.name}: stream_k cuts k-block ranges for persistent CTAs: needs persistent=1, split_k=1, pingpong=0"
         if params["pingpong"] and params["consumers"] != 2:
             return f"{self.name}: pingpong needs consumers=2"
         rows = wg_rows(params)
@@ -169,8 +177,11 @@ class WgmmaFamily(Family):
     def repair(self, params: Params) -> Params:
         """Fill parameters added later, then make the switches agree: split-K writes no TMA-staged
         C (epilogue=0), split_dsmem only with a split (and then one CTA per unit, no multicast, no
-        ping-pong), ping-pong with two consumers, and the deepest ring <= `stages` that fits."""
+        ping-pong), stream-K instead of split-K and only with persistent cooperative consumers, ping-pong
+        with two consumers, and the deepest ring <= `stages` that fits."""
         p = {**OPTIONAL, **params}
+        if p["stream_k"]:
+            p.update(split_k=1, persistent=1, pingpong=0)
         if p["split_k"] == 1:
             p["split_dsmem"] = 0
         else:
@@ -189,9 +200,9 @@ class WgmmaFamily(Family):
         return p
 
     def render(self, params: Params) -> str:
-        # split_dsmem=0 and epi_panels=0 are the template's defaults: leaving them out keeps older
+        # split_dsmem=0, epi_panels=0 and stream_k=0 are the template's defaults: leaving them out keeps older
         # kernels' sources (and hashes).
-        params = {k: v for k, v in params.items() if not (k in ("split_dsmem", "epi_panels") and not v)}
+        params = {k: v for k, v in params.items() if not (k in ("split_dsmem", "epi_panels", "stream_k") and not v)}
         return inline_includes(super().render(params))
 
     def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params | None:
@@ -258,7 +269,7 @@ FAMILIES: dict[str, Family] = {
         space=SPACE,
         description="Hopper TMA + wgmma warp-specialised kernel: producer warpgroup, 1-2 consumer "
         "warpgroups, mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, 2x1 multicast clusters, "
-        "split-K with a reduction kernel",
+        "split-K with a reduction kernel or DSMEM, stream-K",
         min_cc=9.0,
     ),
 }

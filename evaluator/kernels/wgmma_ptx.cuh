@@ -144,6 +144,21 @@ __device__ __forceinline__ void st_shared_f2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 
+// ---- flags between CTAs (stream-K) --------------------------------------------------------------
+// Release: every write this thread's CTA made before a barrier it passed is visible, GPU-wide,
+// to whoever acquires the flag.
+__device__ __forceinline__ void flag_release(unsigned* flag, unsigned value) {
+  asm volatile("fence.acq_rel.gpu;\nst.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+}
+
+// Spin until *flag == value, with acquire semantics (the writer's data is visible afterwards).
+__device__ __forceinline__ void flag_wait(const unsigned* flag, unsigned value) {
+  unsigned v;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+  } while (v != value);
+}
+
 // ---- shared-memory matrix stores ---------------------------------------------------------
 // Four 8x8 fp16 matrices: lane l holds row l/4, columns 2*(l%4)..+1 of matrix i in r_i (the mma
 // accumulator layout); lanes 8i..8i+7 give the 16-byte-aligned row addresses of matrix i.

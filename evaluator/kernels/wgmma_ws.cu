@@ -17,14 +17,21 @@
 // HG_PDL, so its launch overlaps the main kernel's tail). With HG_SPLIT_DSMEM the SPLIT_K slices
 // of a tile run as one cluster instead: each CTA parks its fp32 partial in its own shared memory,
 // and after a cluster barrier CTA r sums the r-th share of the tile over all
-// peers through distributed shared memory and writes fp16 C (one launch, no workspace).
+// peers through distributed shared memory and writes fp16 C (one launch, no workspace). With
+// HG_STREAM_K (persistent, cooperative) the tiles that would fill the last wave only partly, plus one
+// full wave, are cut into equal k-block ranges, one per CTA (Schedule): a CTA whose range starts
+// inside a tile parks that tile's fp32 partial in its workspace slot and raises a flag; the CTA
+// holding the tile's first k-block waits for the flags of the CTAs after it, adds their partials
+// and writes C. All CTAs are resident at once (grid = resident slots), so the waits end. HG_SK_WAVE 0
+// (an experiment switch, not a family parameter) gives stream-K only the last partial wave.
 //
 // Invariants: A is M x K row-major and Bt is N x K row-major (both K-major); BK = 64 so each tile
 // row is exactly one 128-byte swizzle row; hgemm_supports requires M % (BM*CLUSTER_M) == 0,
 // N % BN == 0, K % 64 == 0, K / 64 >= SPLIT_K (no empty slice: every partial is written in full,
 // so the garbage workspace never reaches C), SPLIT_K * M * N * 4 bytes of workspace (none with
 // HG_SPLIT_DSMEM, which also needs SPLIT_K <= 8, one CTA per work unit and no multicast) and a
-// compute capability 9.x device. Slice s covers k-blocks [s*KB/SPLIT_K, (s+1)*KB/SPLIT_K). Device code exists only for
+// compute capability 9.x device; HG_STREAM_K needs grid * BM*BN*4 bytes of workspace and a grid of
+// at most SK_MAX_CTAS. Slice s covers k-blocks [s*KB/SPLIT_K, (s+1)*KB/SPLIT_K). Device code exists only for
 // sm_90a; other targets compile an empty kernel and the host refuses to launch it.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -71,6 +78,12 @@
 #ifndef HG_EPI_PANELS
 #define HG_EPI_PANELS 0
 #endif
+#ifndef HG_STREAM_K
+#define HG_STREAM_K 0
+#endif
+#ifndef HG_SK_WAVE
+#define HG_SK_WAVE 1
+#endif
 
 #include "wgmma_ptx.cuh"
 
@@ -91,6 +104,7 @@ constexpr int THREADS = 128 * (CONSUMERS + 1);
 constexpr int A_BYTES = BM * BK * 2;
 constexpr int B_BYTES = BN * BK * 2;
 constexpr int B_SLICE = BN / CLUSTER_M;  // Bt rows this CTA loads (and multicasts) per stage
+constexpr bool STREAM_K = HG_STREAM_K != 0;  // last tiles split into equal k-block ranges per CTA
 constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two 64-column panels
 constexpr int C_COLS = EPI_PANELS ? 64 * EPI_PANELS : BN;  // staged columns per consumer
 constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * C_COLS * 2 : 0;
@@ -119,7 +133,23 @@ static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "SPLIT_K must be 1..64");
 static_assert(EPI_PANELS == 0 || EPI_PANELS == 2, "HG_EPI_PANELS must be 0 or 2");
 static_assert(!DSMEM || (SPLIT_K <= 8 && CLUSTER_M == 1 && !PINGPONG),
               "HG_SPLIT_DSMEM: at most 8 slices (a portable cluster), no multicast, no ping-pong");
+static_assert(!STREAM_K || (SPLIT_K == 1 && !PINGPONG && HG_PERSISTENT),
+              "HG_STREAM_K: persistent, cooperative consumers, no split-K");
+
+// Stream-K split of `tiles` output tiles over `ctas` persistent CTAs (clusters with multicast):
+// the tiles of the last partial wave, plus one full wave when there is one (so every CTA gets
+// between one and two tiles of k-blocks and a tile has few contributors), are cut into equal
+// k-block ranges; the rest are whole tiles. 0 when the tiles fill whole waves.
+__host__ __device__ constexpr int stream_k_tiles(int tiles, int ctas) {
+  return !STREAM_K || tiles % ctas == 0 ? 0 : (tiles > ctas && HG_SK_WAVE ? tiles % ctas + ctas : tiles % ctas);
+}
 }  // namespace hgw_cfg
+
+// HG_STREAM_K hand-over flags, one per (CTA, consumer). Zero when the module loads; a contributor
+// raises its flag once per launch and the one CTA that reads its partial lowers it again, so every
+// flag is zero between launches (the workspace, undefined on entry, holds only the partials).
+constexpr int SK_MAX_CTAS = 512;
+__device__ unsigned sk_flags[hgw_cfg::STREAM_K ? SK_MAX_CTAS * hgw_cfg::CONSUMERS : 1];
 
 #if HGW_DEVICE_OK
 namespace hgw {
@@ -136,6 +166,48 @@ __device__ __forceinline__ void tile_coords(int tile, int m_units, int n_blocks,
   mu = first + in_group % rows;
   nb = in_group / rows;
 }
+
+// The work of one CTA (cluster) in order: its whole units (tile, K slice), then with HG_STREAM_K
+// its k-block range [sk_pos, sk_end) of the stream-K region, which starts at tile dp_tiles and is
+// cut into one segment per tile it touches. next() yields k-blocks [kb0, kb1) of `tile`.
+struct Schedule {
+  int unit, stride, units, k_blocks, dp_tiles;
+  int slice = 0;  // K slice of the last whole unit next() returned
+  int sk_pos, sk_end;  // < tiles * k_blocks <= 2^24
+
+  __device__ Schedule(int cluster_id, int cluster_count, int tiles, int kbs) {
+    const int sk_tiles = stream_k_tiles(tiles, cluster_count);
+    unit = cluster_id;
+    stride = cluster_count;
+    k_blocks = kbs;
+    dp_tiles = tiles - sk_tiles;
+    units = dp_tiles * SPLIT_K;
+    sk_pos = sk_begin(cluster_id, sk_tiles, cluster_count);
+    sk_end = sk_begin(cluster_id + 1, sk_tiles, cluster_count);
+  }
+
+  // First k-block of the stream-K region (counted from its start) that CTA `c` of `ctas` computes.
+  __device__ int sk_begin(int c, int sk_tiles, int ctas) const {
+    return static_cast<int>(static_cast<long long>(c) * sk_tiles * k_blocks / ctas);
+  }
+
+  __device__ bool next(int& tile, int& kb0, int& kb1) {
+    if (unit < units) {
+      slice = unit % SPLIT_K;
+      tile = unit / SPLIT_K;
+      kb0 = slice * k_blocks / SPLIT_K;
+      kb1 = (slice + 1) * k_blocks / SPLIT_K;
+      unit += stride;
+      return true;
+    }
+    if (!STREAM_K || sk_pos >= sk_end) return false;
+    tile = dp_tiles + sk_pos / k_blocks;
+    kb0 = sk_pos % k_blocks;
+    kb1 = min(k_blocks, kb0 + (sk_end - sk_pos));
+    sk_pos += kb1 - kb0;
+    return true;
+  }
+};
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);
@@ -160,8 +232,9 @@ __device__ __forceinline__ void free_slot(uint32_t empty) {
 #endif
 }
 
-// Calls f(r, c, x, y) for every pair of adjacent fp32 accumulators of this warpgroup, in the wgmma
-// accumulator layout: x at warpgroup-local row r, column c (even), y at column c + 1.
+// Calls f(r, c, x, y) for every pair of adjacent fp32 accumulators of this warpgroup (x and y are the
+// accumulators themselves), in the wgmma accumulator layout: x at warpgroup-local row r, column c
+// (even), y at column c + 1.
 template <typename F>
 __device__ __forceinline__ void for_each_pair(float (&acc)[M_ITERS][BN / 2], int wg_thread, F&& f) {
   const int warp = wg_thread / 32, lane = wg_thread % 32;
@@ -262,6 +335,17 @@ __device__ __forceinline__ void store_partial(float (&acc)[M_ITERS][BN / 2], flo
   });
 }
 
+// Stream-K: adds the fp32 partial rows [row0, row0 + WG_ROWS) of P (row stride N), written by
+// another CTA, to the accumulators (L2 loads: that CTA's writes never sit in this SM's L1).
+__device__ __forceinline__ void add_partial(float (&acc)[M_ITERS][BN / 2], const float* P, int row0, int N,
+                                            int wg_thread) {
+  for_each_pair(acc, wg_thread, [&](int r, int c, float& x, float& y) {
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(P + static_cast<size_t>(row0 + r) * N + c));
+    x += v.x;
+    y += v.y;
+  });
+}
+
 // HG_SPLIT_DSMEM: this warpgroup's fp32 partial rows [trow0, trow0 + WG_ROWS) of the tile go to the
 // CTA's shared partial buffer at shared address P (BM x P_LD floats).
 __device__ __forceinline__ void park_partial(float (&acc)[M_ITERS][BN / 2], uint32_t P, int trow0, int wg_thread) {
@@ -350,7 +434,6 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   const int m_units = M / (BM * CLUSTER_M);
   const int n_blocks = N / BN;
   const int tiles = m_units * n_blocks;
-  const int units = tiles * SPLIT_K;  // work units: (tile, K slice), slice fastest
   const int k_blocks = K / BK;
   const int cluster_id = blockIdx.x / CLUSTER_M;
   const int cluster_count = gridDim.x / CLUSTER_M;
@@ -361,14 +444,14 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     if (wg_thread == 0) {
       int s = 0;
       uint32_t phase = 0;
-      for (int unit = cluster_id; unit < units; unit += cluster_count) {
-        const int tile = unit / SPLIT_K, slice = unit % SPLIT_K;
+      Schedule work(cluster_id, cluster_count, tiles, k_blocks);
+      int tile, kb_begin, kb_end;
+      while (work.next(tile, kb_begin, kb_end)) {
         int mu, nb;
         tile_coords(tile, m_units, n_blocks, mu, nb);
         const int m0 = (mu * CLUSTER_M + rank) * BM;
         const int n0 = nb * BN;
-        const int kb_end = (slice + 1) * k_blocks / SPLIT_K;
-        for (int kb = slice * k_blocks / SPLIT_K; kb < kb_end; ++kb) {
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           mbar_wait(empty_bar + 8 * s, phase ^ 1);
           const uint32_t fb = full_bar + 8 * s;
           mbar_arrive_expect_tx(fb, A_BYTES + B_BYTES);
@@ -396,10 +479,9 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     int local = 0;
     uint32_t order_phase = 0;
     uint32_t panels = 0;  // C panels staged so far (HG_EPI_PANELS ring position)
-    for (int unit = cluster_id; unit < units; unit += cluster_count, ++local) {
-      const int tile = unit / SPLIT_K, slice = unit % SPLIT_K;
-      const int kb_begin = slice * k_blocks / SPLIT_K;
-      const int kb_end = (slice + 1) * k_blocks / SPLIT_K;
+    Schedule work(cluster_id, cluster_count, tiles, k_blocks);
+    int tile, kb_begin, kb_end;
+    for (; work.next(tile, kb_begin, kb_end); ++local) {
       if (PINGPONG && (local & 1) != cw) {  // the other consumer's tile
         it += kb_end - kb_begin;
         continue;
@@ -446,8 +528,32 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         if (CONSUMERS > 1) named_bar_sync(3, 128 * CONSUMERS);
         park_partial(acc, sA, cw * WG_ROWS, wg_thread);
       } else if constexpr (SPLIT_K > 1) {
-        store_partial(acc, partial + static_cast<size_t>(slice) * M * N, row0, n0, N, wg_thread);
+        store_partial(acc, partial + static_cast<size_t>(work.slice) * M * N, row0, n0, N, wg_thread);
+      } else if (STREAM_K && kb_begin > 0) {
+        // The tail of a stream-K tile (only a CTA's first segment can start inside a tile): park the
+        // partial in this CTA's slot and raise its flag for the CTA that computes the tile's start.
+        const int cta = cluster_id * CLUSTER_M + rank;
+        store_partial(acc, partial + static_cast<size_t>(cta) * BM * BN, cw * WG_ROWS, 0, BN, wg_thread);
+        named_bar_sync(1 + cw, 128);
+        if (wg_thread == 0) flag_release(&sk_flags[cta * CONSUMERS + cw], 1);
       } else {
+        if (STREAM_K && kb_end < k_blocks) {
+          // The start of a stream-K tile: the rest of its k-blocks belong to the next CTAs, whose
+          // ranges begin inside it; add their partials once their flags are up.
+          const int tile_end = (tile - work.dp_tiles + 1) * k_blocks;
+          const int sk_tiles = tiles - work.dp_tiles;
+          for (int p = cluster_id + 1; work.sk_begin(p, sk_tiles, cluster_count) < tile_end; ++p) {
+            if (work.sk_begin(p, sk_tiles, cluster_count) == work.sk_begin(p + 1, sk_tiles, cluster_count))
+              continue;  // an empty range (fewer k-blocks than CTAs)
+            const int cta = p * CLUSTER_M + rank;
+            if (wg_thread == 0) {
+              flag_wait(&sk_flags[cta * CONSUMERS + cw], 1);
+              sk_flags[cta * CONSUMERS + cw] = 0;  // read by no one else in this launch
+            }
+            named_bar_sync(1 + cw, 128);
+            add_partial(acc, partial + static_cast<size_t>(cta) * BM * BN, cw * WG_ROWS, BN, wg_thread);
+          }
+        }
         store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, N, wg_thread, cw, panels);
       }
     }
@@ -617,7 +723,12 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
       }
       if (clusters > 0) slots = clusters * CLUSTER_M;
     }
-    if (grid > slots) grid = slots - slots % CLUSTER_M;
+    if (grid > slots || STREAM_K) grid = slots - slots % CLUSTER_M;  // stream-K: every slot gets k-blocks
+  }
+  if (stream_k_tiles(tiles / CLUSTER_M, grid / CLUSTER_M) > 0) {  // a partial slot per CTA, a flag per consumer
+    if (workspace == nullptr || static_cast<size_t>(grid) * BM * BN * sizeof(float) > workspace_bytes ||
+        grid > SK_MAX_CTAS)
+      return static_cast<int>(cudaErrorInvalidValue);
   }
   cfg.gridDim = dim3(grid, 1, 1);
   e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, partial, M, N, K);
