@@ -140,8 +140,31 @@ def test_sweep_runs_and_resumes():
     fresh = run_sweep(
         shapes[:1], evaluator=evaluator, archive=archive, budget_evals=10, resume=False, progress=False
     )
-    assert fresh[0]["status"] == "optimized" and len(evaluator.calls) > calls
+    assert fresh[0]["status"] in ("optimized", "kept") and len(evaluator.calls) > calls
+    # searched again, yet never reported worse than the kernel the archive already had
+    assert sweep.row_score(fresh[0], "both") >= sweep.row_score(again[0], "both")
+    assert fresh[0]["evals"] <= 10  # what this search spent, not the archive's total
     archive.close()
+
+
+def test_a_search_again_keeps_the_archived_kernel_when_it_finds_nothing_better():
+    from agent.proposer import Candidate
+    from archive import Archive
+    from evaluator.kernels import get_family
+
+    body = get_family("small").render(dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1))
+    fast = "// STANDIN_SPEED 0.2\n" + body  # far faster than anything the template search proposes
+    ev = StandinEvaluator()
+    with Archive() as archive:
+        (rec,) = ev.evaluate([fast], 256, 256, 256, stage="full")
+        archive.record(Candidate(fast, "list"), rec)
+        (row,) = run_sweep([(256, 256, 256)], evaluator=ev, archive=archive, budget_evals=6, resume=False,
+                           progress=False)  # fmt: skip
+        assert row["status"] == "kept" and row["kernel"] == kernel_hash(fast)
+        assert 0 < row["evals"] <= 6 and row["stop_reason"]  # the search ran; its spending is reported
+        (checked,) = run_sweep([(256, 256, 256)], evaluator=ev, archive=archive, budget_evals=6, resume=False,
+                               progress=False, sanitize=True)  # fmt: skip
+        assert checked["status"] != "kept" and checked["kernel"] != kernel_hash(fast)
 
 
 def test_sweep_command(tmp_path, monkeypatch):
