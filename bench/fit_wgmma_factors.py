@@ -39,7 +39,11 @@ DEFAULT_SWEEPS = [
     "bench/results/wgmma-panels-H200-2026-11-22.json",
     "bench/results/streamk-H200-2026-11-22.json",
     "bench/results/pingpong64-H200-2026-11-22.json",
+    "bench/results/streamk-fragments-H200-2026-11-22.json",
 ]
+# Sweeps whose stream-K rows timed an earlier stream-K hand-over (row-major float2 partials, replaced by
+# fragment-order float4 ones); their other rows still count.
+OLD_STREAM_K = {"streamk-H200-2026-11-22.json"}
 DEFAULT_ARCHIVE = "bench/results/archive-grid100-r2-H200-2026-11-22.jsonl.xz"
 
 
@@ -48,7 +52,8 @@ def sweep_rows(paths: list[str]) -> list[tuple[dict, tuple[int, int, int], float
     for path in paths:
         for r in json.loads(Path(path).read_text())["rows"]:
             # `_nopdl` / `_nostm` rows measure template switches the family parameters do not carry.
-            if r["status"] == "ok" and r.get("median_us") and "_no" not in r["config"]:
+            stale = Path(path).name in OLD_STREAM_K and r.get("params", {}).get("stream_k")
+            if r["status"] == "ok" and r.get("median_us") and "_no" not in r["config"] and not stale:
                 out.append((r["params"], (r["M"], r["N"], r["K"]), r["median_us"]))
     return out
 

@@ -232,9 +232,8 @@ __device__ __forceinline__ void free_slot(uint32_t empty) {
 #endif
 }
 
-// Calls f(r, c, x, y) for every pair of adjacent fp32 accumulators of this warpgroup (x and y are the
-// accumulators themselves), in the wgmma accumulator layout: x at warpgroup-local row r, column c
-// (even), y at column c + 1.
+// Calls f(r, c, x, y) for every pair of adjacent fp32 accumulators of this warpgroup, in the wgmma
+// accumulator layout: x at warpgroup-local row r, column c (even), y at column c + 1.
 template <typename F>
 __device__ __forceinline__ void for_each_pair(float (&acc)[M_ITERS][BN / 2], int wg_thread, F&& f) {
   const int warp = wg_thread / 32, lane = wg_thread % 32;
@@ -335,15 +334,31 @@ __device__ __forceinline__ void store_partial(float (&acc)[M_ITERS][BN / 2], flo
   });
 }
 
-// Stream-K: adds the fp32 partial rows [row0, row0 + WG_ROWS) of P (row stride N), written by
-// another CTA, to the accumulators (L2 loads: that CTA's writes never sit in this SM's L1).
-__device__ __forceinline__ void add_partial(float (&acc)[M_ITERS][BN / 2], const float* P, int row0, int N,
-                                            int wg_thread) {
-  for_each_pair(acc, wg_thread, [&](int r, int c, float& x, float& y) {
-    const float2 v = __ldcg(reinterpret_cast<const float2*>(P + static_cast<size_t>(row0 + r) * N + c));
-    x += v.x;
-    y += v.y;
-  });
+// Stream-K hand-over of one warpgroup's accumulators through global memory, in fragment order: float4 i of
+// thread t at P[4 * (i * 128 + t)], so each warp access covers 512 contiguous bytes. The reader must be
+// the same thread slot of the same warpgroup shape, which the CTA that finishes a tile is.
+__device__ __forceinline__ void park_fragments(float (&acc)[M_ITERS][BN / 2], float* P, int wg_thread) {
+#pragma unroll
+  for (int mi = 0; mi < M_ITERS; ++mi)
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const float4 v = make_float4(acc[mi][4 * j], acc[mi][4 * j + 1], acc[mi][4 * j + 2], acc[mi][4 * j + 3]);
+      __stcg(reinterpret_cast<float4*>(P) + (mi * BN / 8 + j) * 128 + wg_thread, v);
+    }
+}
+
+// Adds fragments another CTA parked with park_fragments (L2 loads: its writes never sit in this SM's L1).
+__device__ __forceinline__ void add_fragments(float (&acc)[M_ITERS][BN / 2], const float* P, int wg_thread) {
+#pragma unroll
+  for (int mi = 0; mi < M_ITERS; ++mi)
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(P) + (mi * BN / 8 + j) * 128 + wg_thread);
+      acc[mi][4 * j] += v.x;
+      acc[mi][4 * j + 1] += v.y;
+      acc[mi][4 * j + 2] += v.z;
+      acc[mi][4 * j + 3] += v.w;
+    }
 }
 
 // HG_SPLIT_DSMEM: this warpgroup's fp32 partial rows [trow0, trow0 + WG_ROWS) of the tile go to the
@@ -533,7 +548,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         // The tail of a stream-K tile (only a CTA's first segment can start inside a tile): park the
         // partial in this CTA's slot and raise its flag for the CTA that computes the tile's start.
         const int cta = cluster_id * CLUSTER_M + rank;
-        store_partial(acc, partial + static_cast<size_t>(cta) * BM * BN, cw * WG_ROWS, 0, BN, wg_thread);
+        park_fragments(acc, partial + (static_cast<size_t>(cta) * CONSUMERS + cw) * WG_ROWS * BN, wg_thread);
         named_bar_sync(1 + cw, 128);
         if (wg_thread == 0) flag_release(&sk_flags[cta * CONSUMERS + cw], 1);
       } else {
@@ -551,7 +566,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
               sk_flags[cta * CONSUMERS + cw] = 0;  // read by no one else in this launch
             }
             named_bar_sync(1 + cw, 128);
-            add_partial(acc, partial + static_cast<size_t>(cta) * BM * BN, cw * WG_ROWS, BN, wg_thread);
+            add_fragments(acc, partial + (static_cast<size_t>(cta) * CONSUMERS + cw) * WG_ROWS * BN, wg_thread);
           }
         }
         store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, N, wg_thread, cw, panels);
