@@ -36,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluator.compile import DEFAULT_ARCHS, nvcc_flags  # noqa: E402
 from evaluator.kernels.wgmma_family import FAMILIES  # noqa: E402
 
 FAMILY = FAMILIES["wgmma"]
@@ -154,13 +155,6 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 40) -> dict[str, dic
     return dict(ranked)
 
 
-NVCC_FLAGS = [
-    "-O3", "-std=c++17", "--expt-relaxed-constexpr",
-    "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_80,code=sm_80",
-    "-shared", "-Xcompiler", "-fPIC",
-]  # fmt: skip
-
-
 def configs_for(
     shape: tuple[int, int, int], names: list[str] | None = None, sweep: bool = False, nowave: bool = False
 ) -> list[tuple[str, dict | None, str | None]]:
@@ -254,7 +248,7 @@ def compile_so(source: str, workdir: Path, tag: str) -> tuple[Path | None, str]:
     cu = workdir / f"{tag}.cu"
     so = workdir / f"{tag}.so"
     cu.write_text(source)
-    proc = subprocess.run(["nvcc", *NVCC_FLAGS, str(cu), "-o", str(so)], capture_output=True, text=True)
+    proc = subprocess.run(["nvcc", *nvcc_flags(DEFAULT_ARCHS), str(cu), "-o", str(so)], capture_output=True, text=True)
     return (so if proc.returncode == 0 else None), proc.stderr[-2000:]
 
 

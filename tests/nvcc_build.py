@@ -1,5 +1,5 @@
-"""Test helper: build one kernel source with nvcc for sm_90a and sm_80, as the evaluator does, and check that
-it compiles without warnings or register spills."""
+"""Test helper: build one kernel source with nvcc exactly as the evaluator does (its flags, sm_90a + sm_80) and
+check that it compiles without warnings or register spills."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import re
 import subprocess
 from pathlib import Path
 
-FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
-         "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_80,code=sm_80"]  # fmt: skip
+from evaluator.compile import DEFAULT_ARCHS, nvcc_flags
 
 
 def build_without_spills(source: str, workdir: Path) -> str:
-    """nvcc's resource log of `source`; fails the test on an error, a warning or any spill."""
+    """nvcc's resource log of `source` (the library lands in workdir/k.so); fails the test on an error, a warning
+    or any spill."""
     cu = workdir / "k.cu"
     cu.write_text(source)
-    proc = subprocess.run(["nvcc", *FLAGS, str(cu), "-o", str(workdir / "k.so")], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    proc = subprocess.run(["nvcc", *nvcc_flags(DEFAULT_ARCHS), str(cu), "-o", str(workdir / "k.so")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = proc.stderr
     assert "warning" not in log.lower(), log
