@@ -54,10 +54,14 @@ def validate_objective(objective: str) -> None:
 def objective_score(record: EvalRecord, objective: str) -> float | None:
     """Higher is better: the record's speedup over the best baseline in the objective's mode, or the
     geometric mean of both modes' speedups for "both"; None when the record lacks a mode it needs."""
+    return objective_value(record.speedup_best("offline"), record.speedup_best("server"), objective)
+
+
+def objective_value(offline: float | None, server: float | None, objective: str) -> float | None:
+    """The objective's score from the two speedups over the best baseline (see `objective_score`)."""
     if objective == "both":
-        a, b = record.speedup_best("offline"), record.speedup_best("server")
-        return math.sqrt(a * b) if a and b else None
-    return record.speedup_best(objective)
+        return math.sqrt(offline * server) if offline and server else None
+    return offline if objective == "offline" else server
 
 
 @dataclass

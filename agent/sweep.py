@@ -330,10 +330,10 @@ def run_sweep(
 
 def row_score(row: dict[str, Any], objective: str) -> float:
     """A row's score on `objective` (as `agent.loop.objective_score` scores a record); -inf without a kernel."""
-    if objective == "both":
-        a, b = row.get("offline_speedup_best"), row.get("server_speedup_best")
-        return math.sqrt(a * b) if a and b else -math.inf
-    return row.get(f"{objective}_speedup_best") or -math.inf
+    from agent.loop import objective_value
+
+    score = objective_value(row.get("offline_speedup_best"), row.get("server_speedup_best"), objective)
+    return -math.inf if score is None else score
 
 
 def _line(row: dict[str, Any]) -> str:
