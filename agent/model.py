@@ -299,8 +299,7 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
         miss = 0.05 if param(params, "raster", 0) else 0.12
         dram += max(0.0, l2_bytes - operands) * miss
     kernels = 1
-    if fixup_bytes:
-        kernels = 2  # the flags' memset and not param(params, "split_dsmem", 0):
+    if split > 1 and not param(params, "split_dsmem", 0):
         dram += split * M * N * 4.0 * 2  # fp32 partials written, then read by the reduction
         kernels = 2
     dram_us = dram / peaks.hbm_bps * 1e6

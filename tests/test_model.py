@@ -165,3 +165,11 @@ def test_a_family_time_factor_corrects_the_model():
     # DSMEM split-K: one factor per doubling of the slices
     split = {**staged, "epilogue": 0, "persistent": 0, "split_k": 4, "split_dsmem": 1, "bn": 128}
     assert fam.time_factor(split) == pytest.approx(TIME_FACTORS["dsmem_split_doublings"] ** 2)
+
+
+def test_a_workspace_split_pays_for_its_partials_and_its_second_kernel():
+    params = {"BM": 64, "BN": 64, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3, "RASTER": 1, "SPLIT_K": 4}
+    split = predict("mma_ms", params, 512, 128, 8192, H100)
+    in_cluster = predict("mma_ms", {**params, "split_dsmem": 1}, 512, 128, 8192, H100)
+    assert split.dram_us > in_cluster.dram_us  # fp32 partials written and read back through DRAM
+    assert split.us > in_cluster.us

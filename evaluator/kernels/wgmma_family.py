@@ -66,12 +66,12 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 
 # second grid100 sweep's archive). See bench/NOTES.md for what they buy in ranking.
 TIME_FEATURES = ("tma_store_epilogue", "pingpong", "dsmem_split_doublings", "workspace_split", "cluster", "stream_k")
 TIME_FACTORS = {
-    "tma_store_epilogue": 0.763,
-    "pingpong": 0.972,
-    "dsmem_split_doublings": 1.233,
-    "workspace_split": 1.382,
-    "cluster": 1.048,
-    "stream_k": 1.017,
+    "tma_store_epilogue": 0.768,
+    "pingpong": 0.968,
+    "dsmem_split_doublings": 1.246,
+    "workspace_split": 1.044,
+    "cluster": 1.054,
+    "stream_k": 1.28,
 }
 
 
