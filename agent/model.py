@@ -12,7 +12,7 @@ with `params` takes on `gpu`, from a roofline over three resources plus fixed co
 - DRAM traffic: the operands once, C once, split-K partials written and read again, and
   re-reads when the operands overflow L2;
 - fixed costs: per-tile prologue/epilogue latency, and a launch cost per kernel;
-- a family's own `time_factor(params)` when it has one (measured corrections for switches the model
+- a family's own `time_factor(params, gpu_name)` when it has one (measured corrections for switches the model
   cannot see, such as a TMA-store epilogue), applied only when `family` is a Family object.
 
 Invariants: the model only has to rank configurations of one shape, not predict exact
@@ -308,7 +308,7 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
     body = ((compute_us + fixed_us) ** p + l2_us**p + dram_us**p) ** (1.0 / p)
     us = body + KERNEL_LAUNCH_US + (kernels - 1) * EXTRA_KERNEL_US
     if fam is not None and callable(getattr(fam, "time_factor", None)):
-        us *= fam.time_factor(params)  # what the family measured that this model cannot see
+        us *= fam.time_factor(params, gpu.name)  # what the family measured that this model cannot see
     return Prediction(
         us=us,
         tiles=tiles,

@@ -2,14 +2,16 @@
 
 `TemplateProposer` (name "template") implements `agent.proposer.Proposer`. For a shape it
 seeds from the best parameters of the nearest archived shapes (the retriever's
-`similar_shapes`) and each family's `default_params`; grows a pool by neighbour moves (one
+`similar_shapes` on this GPU and on the other GPUs in the archive) and each family's
+`default_params`; grows a pool by neighbour moves (one
 parameter to an adjacent allowed value) and crossover of the best measured configurations
 (from `observe`, the run's history and the archive's records of this shape), plus seeded
 random samples; keeps only configurations the family's `check` accepts for the shape and
 GPU; and ranks the pool with the analytic model (`agent.model.predict_us`) scaled by the
 measured/predicted ratio of the configuration an option grew from (else its family's mean
-ratio), so the model ranks locally and measurements anchor it. The first batch holds the
-nearest shapes' winners and every family's best-ranked option. A share of each batch (`explore`) is drawn at random
+ratio), so the model ranks locally and measurements anchor it. Each search's first batch holds
+the nearest shape's winner, the model's favourite retrieved winners and every family's
+best-ranked option, also when the archive already holds attempts of the shape. A share of each batch (`explore`) is drawn at random
 from the rest of the pool so the model's blind spots still get measured.
 
 Invariants: deterministic for a given seed and sequence of calls; never proposes the same
@@ -37,6 +39,14 @@ Key = tuple[str, tuple[tuple[str, Any], ...]]
 
 def config_key(family: str, params: dict[str, Any]) -> Key:
     return family, tuple(sorted(params.items()))
+
+
+# On shapes the model expects to take at least REACH_FLOOR_US, the first batch tries a family's
+# default or best option only when the model puts it within FAMILY_REACH of the best option: there a
+# hopeless family costs the most GPU time and would take a slot of a small budget. Below the floor
+# every family gets its try (launch and setup costs the model knows least about decide there).
+FAMILY_REACH = 3.0
+REACH_FLOOR_US = 20.0
 
 
 @dataclass
@@ -96,6 +106,7 @@ class TemplateProposer:
         elites: int = 4,
         random_samples: int = 48,
         retrieve_k: int = 5,
+        other_gpus: bool = True,
         model: Callable[..., float] = predict_us,
     ) -> None:
         self._families_arg = families
@@ -106,6 +117,7 @@ class TemplateProposer:
         self.elites = elites
         self.random_samples = random_samples
         self.retrieve_k = retrieve_k
+        self.other_gpus = other_gpus
         self.model = model
         self._shape: tuple[int, int, int, str] | None = None
         self.reset()
@@ -129,6 +141,7 @@ class TemplateProposer:
         self._seen_results: set[tuple[str, str]] = set()  # (hash, created) already ingested
         self.best_us = math.inf
         self.stale = 0
+        self.batches = 0
 
     @property
     def families(self) -> dict[str, Any]:
@@ -151,16 +164,13 @@ class TemplateProposer:
 
     def _seed_options(self, ctx: ProposalContext) -> list[_Option]:
         seeds: list[_Option] = []
-        if ctx.retriever is not None:
-            try:
-                hits = ctx.retriever.similar_shapes(ctx.M, ctx.N, ctx.K, gpu=ctx.gpu.name, k=self.retrieve_k)
-            except TypeError:
-                hits = ctx.retriever.similar_shapes(ctx.M, ctx.N, ctx.K, k=self.retrieve_k)
-            for hit in hits or []:
-                fam, params = hit.get("family"), hit.get("params")
-                if fam in self.families and isinstance(params, dict):
-                    parent = _hash_of(hit)
-                    seeds.append(_Option(fam, dict(params), [parent] if parent else [], "retrieved"))
+        for hit in self._retrieve(ctx):
+            fam, params = hit.get("family"), hit.get("params")
+            if fam in self.families and isinstance(params, dict):
+                parent = _hash_of(hit)
+                repair = getattr(self.families[fam], "repair", None)
+                params = repair(dict(params)) if callable(repair) else dict(params)  # archived in an older space
+                seeds.append(_Option(fam, params, [parent] if parent else [], "retrieved"))
         for name, fam in sorted(self.families.items()):
             try:
                 params = fam.default_params(ctx.M, ctx.N, ctx.K, ctx.gpu)
@@ -169,6 +179,23 @@ class TemplateProposer:
             if params:
                 seeds.append(_Option(name, dict(params), [], "default"))
         return seeds
+
+    def _retrieve(self, ctx: ProposalContext) -> list[dict[str, Any]]:
+        """The nearest shapes' winners on this GPU and (`other_gpus`) on every other GPU in the
+        archive, nearest first, this GPU's first among equals: a new GPU starts from what others
+        learnt. Those configurations are re-measured here; a family's check drops what cannot run."""
+        r = ctx.retriever
+        if r is None:
+            return []
+        try:
+            hits = list(r.similar_shapes(ctx.M, ctx.N, ctx.K, gpu=ctx.gpu.name, k=self.retrieve_k) or [])
+        except TypeError:  # a retriever without per-GPU history
+            return list(r.similar_shapes(ctx.M, ctx.N, ctx.K, k=self.retrieve_k) or [])
+        if self.other_gpus and callable(getattr(r, "gpus", None)):
+            for gpu in r.gpus():
+                if gpu != ctx.gpu.name:
+                    hits += r.similar_shapes(ctx.M, ctx.N, ctx.K, gpu=gpu, k=self.retrieve_k) or []
+        return sorted(hits, key=lambda h: h["distance"])[: self.retrieve_k]
 
     def _ingest_row(self, row: dict[str, Any]) -> None:
         """An archived attempt of this shape: its configuration counts as tried, its time as measured."""
@@ -232,7 +259,8 @@ class TemplateProposer:
         if self.stale >= self.patience and ranked[0].score >= self.best_us:
             self.exhausted = True
             return []
-        first = not self.measured and not self.failed
+        first = self.batches == 0  # this search's first batch, even when the archive already holds attempts
+        self.batches += 1
         out: list[Candidate] = []
         while len(out) < n and ranked:
             chosen = self._choose(ranked, n - len(out), first=first)
@@ -275,15 +303,23 @@ class TemplateProposer:
                 chosen.append(opt)
 
         if first:  # the first batch: the nearest shapes' winners, each family's default, its best-ranked option
-            for opt in [o for o in ranked if o.origin == "retrieved"][: max(1, n // 4)]:
+            retrieved = [o for o in ranked if o.origin == "retrieved"]
+            order = {config_key(o.family, o.params): i for i, o in reversed(list(enumerate(self.seeds)))}
+            nearest = sorted(retrieved, key=lambda o: order.get(config_key(o.family, o.params), len(order)))
+            for opt in nearest[:1] + retrieved:  # the nearest shape's winner, then the model's favourites
+                if len(chosen) >= max(1, n // 4):
+                    break
                 take(opt)
-            for opt in [o for o in ranked if o.origin == "default"]:
+            best = ranked[0].score if ranked else 0.0
+            reach = best * FAMILY_REACH if best >= REACH_FLOOR_US else math.inf
+            for opt in [o for o in ranked if o.origin == "default" and o.score <= reach]:
                 take(opt)
             by_family: dict[str, _Option] = {}
             for opt in ranked:
                 by_family.setdefault(opt.family, opt)
             for opt in sorted(by_family.values(), key=lambda o: o.score):
-                take(opt)
+                if opt.score <= reach:
+                    take(opt)
         n_explore = int(n * self.explore) if len(ranked) > n else 0
         for opt in ranked:
             if len(chosen) >= n - n_explore:

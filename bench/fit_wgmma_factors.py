@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.model import predict_us, spearman  # noqa: E402
 from archive.transfer import read_export  # noqa: E402
 from evaluator.kernels import FAMILIES  # noqa: E402
-from evaluator.kernels.wgmma_family import TIME_FEATURES, time_features  # noqa: E402
+from evaluator.kernels.wgmma_family import TIME_FEATURES, factors_for, time_features  # noqa: E402
 from evaluator.record import GpuInfo  # noqa: E402
 
 DEFAULT_SWEEPS = [
@@ -58,7 +58,7 @@ def sweep_rows(paths: list[str]) -> list[tuple[dict, tuple[int, int, int], float
     return out
 
 
-def archive_rows(path: str) -> list[tuple[dict, tuple[int, int, int], float]]:
+def archive_rows(path: str, gpu_name: str) -> list[tuple[dict, tuple[int, int, int], float]]:
     kernels, out = {}, []
     for line in read_export(path):
         if line.get("type") == "kernel" and line.get("family") == "wgmma":
@@ -66,7 +66,7 @@ def archive_rows(path: str) -> list[tuple[dict, tuple[int, int, int], float]]:
         elif line.get("type") == "record":
             rec = line["record"]
             params = kernels.get(rec.get("kernel_hash"))
-            if params is None or rec.get("stage") != "quick" or rec.get("failure_kind"):
+            if params is None or rec.get("stage") != "quick" or rec.get("failure_kind") or rec.get("gpu") != gpu_name:
                 continue
             out.append((params, (rec["M"], rec["N"], rec["K"]), rec["modes"]["offline"]["candidate"]["median_us"]))
     return out
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     family = FAMILIES["wgmma"]
     rows = sweep_rows([p for pattern in args.sweeps for p in glob.glob(pattern)])
     if args.archive:
-        rows += archive_rows(args.archive)
+        rows += archive_rows(args.archive, args.gpu_name)
     by_shape: dict[tuple[int, int, int], list] = defaultdict(list)
     for params, shape, us in rows:
         # The model without the family's factors: they are what is being fitted.
@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
     zero = np.zeros(len(TIME_FEATURES))
     before = [judge(s, zero) for s in shapes]
+    committed = [judge(s, np.log([factors_for(args.gpu_name)[name] for name in TIME_FEATURES])) for s in shapes]
     after = [judge(s, fit([t for t in shapes if t != s])) for s in shapes]
 
     def line(v) -> str:
@@ -120,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{len(rows)} measured wgmma times, {len(shapes)} shapes with at least 4 configurations")
     print(f"model alone:                {line(before)}")
+    print(f"with the committed factors: {line(committed)}")
     print(f"with factors (shape left out): {line(after)}")
     factors = {name: round(math.exp(w), 3) for name, w in zip(TIME_FEATURES, fit(shapes), strict=True)}
     print("factors fitted on all shapes:", json.dumps(factors))

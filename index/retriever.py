@@ -76,6 +76,11 @@ class Retriever:
             self._shapes[gpu] = (shapes, idx)
         return self._shapes[gpu]
 
+    def gpus(self) -> list[str]:
+        """The GPUs with ranked results in the archive."""
+        rows = self.archive.execute("SELECT DISTINCT gpu FROM evaluations WHERE ranked = 1 AND gpu IS NOT NULL")
+        return sorted(r[0] for r in rows)
+
     def similar_shapes(
         self, M: int, N: int, K: int, gpu: str | None = None, k: int = 5
     ) -> list[dict[str, Any]]:

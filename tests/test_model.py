@@ -157,14 +157,29 @@ def test_a_family_time_factor_corrects_the_model():
     staged = {"bm": 128, "bn": 256, "stages": 3, "consumers": 2, "group_m": 8, "persistent": 1, "epilogue": 1,
               "cluster_m": 1, "pingpong": 0, "split_k": 1, "split_dsmem": 0, "epi_panels": 0}  # fmt: skip
     shape = (8192, 8192, 4096)
-    bare = predict_us("wgmma", staged, *shape, H100)  # by name: the family's factors do not apply
-    assert predict_us(fam, staged, *shape, H100) == pytest.approx(bare * TIME_FACTORS["tma_store_epilogue"])
+    bare = predict_us("wgmma", staged, *shape, H200)  # by name: the family's factors do not apply
+    assert predict_us(fam, staged, *shape, H200) == pytest.approx(bare * TIME_FACTORS["tma_store_epilogue"])
     # the measured TMA-store epilogue beats direct stores, which the bare model cannot see
     direct = {**staged, "epilogue": 0}
-    assert predict_us(fam, staged, *shape, H100) < predict_us(fam, direct, *shape, H100)
+    assert predict_us(fam, staged, *shape, H200) < predict_us(fam, direct, *shape, H200)
     # DSMEM split-K: one factor per doubling of the slices
     split = {**staged, "epilogue": 0, "persistent": 0, "split_k": 4, "split_dsmem": 1, "bn": 128}
     assert fam.time_factor(split) == pytest.approx(TIME_FACTORS["dsmem_split_doublings"] ** 2)
+
+
+def test_a_gpu_with_its_own_fit_uses_its_own_factors():
+    from evaluator.kernels.wgmma_family import TIME_FACTORS, TIME_FACTORS_BY_GPU, factors_for
+
+    fam = FAMILIES["wgmma"]
+    stream_k = {"bm": 128, "bn": 256, "stages": 3, "consumers": 2, "group_m": 8, "persistent": 1, "epilogue": 1,
+                "cluster_m": 1, "pingpong": 0, "split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 1}  # fmt: skip
+    own = TIME_FACTORS_BY_GPU[H100.name]
+    assert factors_for(H100.name) is own and factors_for(H200.name) is TIME_FACTORS and factors_for(None) is TIME_FACTORS
+    expected = own["tma_store_epilogue"] * own["stream_k"]
+    assert fam.time_factor(stream_k, H100.name) == pytest.approx(expected)
+    bare = predict_us("wgmma", stream_k, 4096, 4096, 4096, H100)
+    assert predict_us(fam, stream_k, 4096, 4096, 4096, H100) == pytest.approx(bare * expected)
+    assert fam.time_factor(stream_k, "a GPU never measured") == fam.time_factor(stream_k)
 
 
 def test_a_workspace_split_pays_for_its_partials_and_its_second_kernel():

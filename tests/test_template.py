@@ -302,3 +302,107 @@ def test_nearest_archived_shapes_seed_the_first_batch(monkeypatch):
     assert seeded and seeded[0].parents == [winner["kernel"]]
     assert seeded[0].family == winner["family"] and seeded[0].params == winner["params"]
     archive.close()
+
+
+def test_a_gpu_without_history_is_seeded_from_another_gpus_winners(monkeypatch):
+    import dataclasses
+
+    from agent.loop import Budget, optimize
+    from archive import Archive
+    from index import Retriever
+
+    monkeypatch.setenv("HGEMM_EMBEDDER", "none")
+    archive = Archive()
+    retriever = Retriever(archive, gpu_sm_count=GPU.sm_count)
+    optimize(2048, 2048, 2048, proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
+             retriever=retriever, budget=Budget(evals=20), progress=False)
+    winner = archive.best(2048, 2048, 2048, gpu=GPU.name)
+    sibling = dataclasses.replace(GPU, name=GPU.name + " (sibling)")
+
+    def first_batch(proposer):
+        cands = proposer.propose(ProposalContext(2048, 2048, 2048, sibling, archive=archive, retriever=retriever), 8)
+        return [c for c in cands if c.note.startswith("retrieved")]
+
+    seeded = first_batch(TemplateProposer(seed=1))
+    assert seeded and seeded[0].parents == [winner["kernel"]] and seeded[0].params == winner["params"]
+    assert first_batch(TemplateProposer(seed=1, other_gpus=False)) == []
+    # the sibling's own history of other shapes does not hide another GPU's winner of a nearer shape
+    own = StandinEvaluator(gpu=sibling)
+    optimize(1024, 1024, 1024, proposers=[TemplateProposer(seed=2)], evaluator=own, archive=archive,
+             retriever=retriever, budget=Budget(evals=6), progress=False)
+    retriever.sync()
+
+    def hits():
+        c = ProposalContext(2048, 2048, 2048, sibling, archive=archive, retriever=retriever)
+        return [(h["M"], h["gpu"]) for h in TemplateProposer(seed=1)._retrieve(c)]
+
+    assert hits()[:2] == [(2048, GPU.name), (1024, sibling.name)]
+    assert first_batch(TemplateProposer(seed=1))[0].params == winner["params"]
+    # once the sibling has measured the shape itself, its own winner comes first, the other GPU's next
+    optimize(2048, 2048, 2048, proposers=[TemplateProposer(seed=3)], evaluator=own, archive=archive,
+             retriever=retriever, budget=Budget(evals=6), progress=False)
+    retriever.sync()
+    assert hits()[:3] == [(2048, sibling.name), (2048, GPU.name), (1024, sibling.name)]
+    archive.close()
+
+
+def test_the_nearest_shapes_winner_leads_the_first_batch(monkeypatch):
+    from agent.loop import Budget, optimize
+    from archive import Archive
+    from index import Retriever
+
+    monkeypatch.setenv("HGEMM_EMBEDDER", "none")
+    archive = Archive()
+    retriever = Retriever(archive, gpu_sm_count=GPU.sm_count)
+    for shape in [(4096, 4096, 4096), (1024, 1024, 256), (256, 256, 8192), (64, 8192, 64)]:
+        optimize(*shape, proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
+                 retriever=retriever, budget=Budget(evals=10), progress=False)
+    retriever.sync()
+    nearest = retriever.similar_shapes(4096, 4096, 8192, gpu=GPU.name, k=5)[0]
+    assert (nearest["M"], nearest["N"], nearest["K"]) == (4096, 4096, 4096)
+    cands = TemplateProposer(seed=1).propose(ctx(4096, 4096, 8192, archive=archive, retriever=retriever), 8)
+    assert cands[0].note.startswith("retrieved") and cands[0].params == nearest["params"]
+    assert sum(c.note.startswith("retrieved") for c in cands[:2]) == 2
+    archive.close()
+
+
+def test_a_resumed_search_still_tries_another_gpus_winner_first(monkeypatch):
+    import dataclasses
+
+    from agent.loop import Budget, optimize
+    from archive import Archive
+    from index import Retriever
+
+    monkeypatch.setenv("HGEMM_EMBEDDER", "none")
+    archive = Archive()
+    retriever = Retriever(archive, gpu_sm_count=GPU.sm_count)
+    shape = (4096, 1024, 2048)
+    optimize(*shape, proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
+             retriever=retriever, budget=Budget(evals=24), progress=False)
+    winner = archive.best(*shape, gpu=GPU.name)
+    sibling = dataclasses.replace(GPU, name=GPU.name + " (sibling)")
+    optimize(*shape, proposers=[TemplateProposer(seed=1, other_gpus=False)], evaluator=StandinEvaluator(gpu=sibling),
+             archive=archive, retriever=retriever, budget=Budget(evals=3), progress=False)
+    tried = [row["params"] for row in archive.attempts(*shape, gpu=sibling.name)]
+    assert tried and winner["params"] not in tried
+    retriever.sync()
+    c = ProposalContext(*shape, sibling, archive=archive, retriever=retriever)
+    first = TemplateProposer(seed=1).propose(c, 8)[0]
+    assert first.note.startswith("retrieved") and first.params == winner["params"]
+    archive.close()
+
+
+def test_on_large_shapes_the_first_batch_skips_families_the_model_gives_no_chance():
+    from agent.template import FAMILY_REACH
+
+    shape = (8192, 8192, 8192)
+    p = TemplateProposer(seed=1)
+    cands = p.propose(ctx(*shape), 8)
+    times = {c.family: predict_us(FAMILIES[c.family], c.params, *shape, GPU) for c in cands}
+    best = min(times.values())
+    usable = {name for name, f in FAMILIES.items() if f.min_cc <= float(GPU.cc)}
+    far = {name for name in usable
+           if predict_us(FAMILIES[name], FAMILIES[name].default_params(*shape, GPU), *shape, GPU) > FAMILY_REACH * best}
+    assert far, "some family should be hopeless on 8192^3"
+    head = [c.family for c in cands[:4]]
+    assert not far & set(head)
