@@ -156,10 +156,15 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 40) -> dict[str, dic
 
 
 def configs_for(
-    shape: tuple[int, int, int], names: list[str] | None = None, sweep: bool = False, nowave: bool = False
+    shape: tuple[int, int, int],
+    names: list[str] | None = None,
+    sweep: bool = False,
+    nowave: bool = False,
+    overlap: bool = False,
 ) -> list[tuple[str, dict | None, str | None]]:
     """(name, params, skip reason) for each named config (or those in `names`), the shape's default,
-    with `sweep` the generated variants, and with `nowave` a `_nowave` twin of each stream-K one."""
+    with `sweep` the generated variants, with `nowave` a `_nowave` twin of each stream-K one, and with
+    `overlap` an `_eo` twin of each whole-tile TMA-store one (no split, stream-K or ping-pong)."""
     out = []
     default = FAMILY.default_params(*shape)
     named = [(n, p) for n, p in CONFIGS.items() if names is None or n in names]
@@ -167,12 +172,19 @@ def configs_for(
     nopdl = [("default_nopdl", default)] if default is not None and default.get("split_k", 1) > 1 else []
     listed = [*named, ("default", default), *nopdl, *extra]
     twins = [(f"{n}_nowave", p) for n, p in listed if nowave and p is not None and p.get("stream_k")]
+    twins += [(f"{n}_eo", p) for n, p in listed if overlap and p is not None and overlap_eligible(p)]
     for name, params in [*listed, *twins]:
         if params is None:
             out.append((name, None, "no valid default for this shape"))
         else:
             out.append((name, params, FAMILY.check(params, *shape)))
     return out
+
+
+def overlap_eligible(p: dict) -> bool:
+    """Whether HG_EPI_OVERLAP applies: whole-tile TMA-store epilogue, no split-K, stream-K or ping-pong."""
+    return (p.get("epilogue") == 1 and not p.get("epi_panels") and p.get("split_k", 1) == 1
+            and not p.get("stream_k") and not p.get("pingpong"))  # fmt: skip
 
 
 def source_for(name: str, params: dict) -> str:
@@ -184,6 +196,8 @@ def source_for(name: str, params: dict) -> str:
         return "#define HG_PDL 0\n" + source
     if name.endswith("_nowave"):
         return "#define HG_SK_WAVE 0\n" + source
+    if name.endswith("_eo"):
+        return "#define HG_EPI_OVERLAP 1\n" + source
     return source
 
 
@@ -195,7 +209,9 @@ def tflops(shape: tuple[int, int, int], us: float | None) -> float | None:
 # ---------------------------------------------------------------------------------------------
 # Evaluator back end
 # ---------------------------------------------------------------------------------------------
-def run_evaluator(shapes, names=None, sweep=False, meta=None, out: Path | None = None, nowave=False) -> list[dict]:
+def run_evaluator(
+    shapes, names=None, sweep=False, meta=None, out: Path | None = None, nowave=False, overlap=False
+) -> list[dict]:
     """Evaluate on the GPU; with `out`, rewrite the JSON after every shape (a cut-off run keeps its rows)."""
     from evaluator.local import LocalEvaluator
 
@@ -207,7 +223,7 @@ def run_evaluator(shapes, names=None, sweep=False, meta=None, out: Path | None =
         for shape in shapes:
             todo = []
             seen: set[str] = set()
-            for name, params, reason in configs_for(shape, names, sweep, nowave):
+            for name, params, reason in configs_for(shape, names, sweep, nowave, overlap):
                 source = source_for(name, params) if params is not None and not reason else None
                 if source is not None and source in seen:
                     continue  # the same kernel under another name
@@ -388,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep", action="store_true", help="add generated tile/split-K/cluster variants per shape"
     )
     ap.add_argument("--configs", default=None, help="comma-separated named configs to keep (default: all)")
+    ap.add_argument("--epi-overlap", action="store_true",
+                    help="add a twin of each whole-tile TMA-store config with the overlapped epilogue")
     ap.add_argument("--sk-nowave", action="store_true",
                     help="add a twin of each stream-K config that cuts only the last partial wave")
     ap.add_argument(
@@ -401,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.raw:
         rows = run_raw(shapes, names, args.sweep)
     else:
-        rows = run_evaluator(shapes, names, args.sweep, meta, Path(args.out), args.sk_nowave)
+        rows = run_evaluator(shapes, names, args.sweep, meta, Path(args.out), args.sk_nowave, args.epi_overlap)
     print_table([r for r in rows if not (args.quiet_skips and r["status"] == "skip")])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

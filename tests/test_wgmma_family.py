@@ -247,3 +247,40 @@ def test_mid_shape_with_long_k_defaults_to_a_dsmem_split():
     # Deep splits stay in the workspace (8 slices of 1024 x 128 x 16384).
     q = FAMILY.default_params(1024, 128, 16384, H100)
     assert q["split_k"] == 8 and q["split_dsmem"] == 0
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_overlapped_epilogue_stages_c_while_the_next_wgmma_group_runs(tmp_path):
+    """HG_EPI_OVERLAP (an experiment switch): the held fp16 tile fits beside the accumulators without spills, and
+    its stmatrix staging sits between a wgmma group's issue and the wait for it."""
+    assert FAMILY.check(BIG, 4096, 4096, 4096, H100) is None  # 128x256 tiles, two consumers, TMA-store epilogue
+    build_without_spills("#define HG_EPI_OVERLAP 1\n" + FAMILY.render(BIG), tmp_path)
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found: built and ptxas-checked, SASS not inspected")
+    env_path = str(Path(tool).parent) + ":" + __import__("os").environ.get("PATH", "")
+    sass = subprocess.run([tool, "--dump-sass", "--gpu-architecture", "sm_90a", str(tmp_path / "k.so")],
+                          capture_output=True, text=True, env={"PATH": env_path}, timeout=120)  # fmt: skip
+    ops = [op for op in re.findall(r"\b(HGMMA|STSM|WARPGROUP\.DEPBAR)", sass.stdout)]
+    first_hgmma = ops.index("HGMMA")
+    first_wait = ops.index("WARPGROUP.DEPBAR", first_hgmma)
+    assert "STSM" in ops[first_hgmma:first_wait]
+
+
+def test_the_bench_adds_an_overlapped_twin_only_where_the_switch_applies():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "check_wgmma.py"
+    spec = importlib.util.spec_from_file_location("check_wgmma", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.configs_for((12288, 4096, 512), sweep=True, overlap=True)
+    params = {name: p for name, p, _ in rows}
+    twins = [name for name in params if name.endswith("_eo")]
+    assert twins and all(bench.overlap_eligible(params[name]) for name in twins)
+    assert not any(n.endswith("_eo") for n, _, _ in bench.configs_for((12288, 4096, 512), sweep=True))
+    for name in twins:
+        assert params[name] == params[name[: -len("_eo")]]
+        assert bench.source_for(name, params[name]).startswith("#define HG_EPI_OVERLAP 1\n")
+    ineligible = [n for n, p in params.items() if p and (p.get("stream_k") or p.get("pingpong") or p.get("split_k", 1) > 1)]
+    assert ineligible and not any(f"{n}_eo" in params for n in ineligible)

@@ -24,6 +24,9 @@
 // holding the tile's first k-block waits for the flags of the CTAs after it, adds their partials
 // and writes C. All CTAs are resident at once (grid = resident slots), so the waits end. HG_SK_WAVE 0
 // (an experiment switch, not a family parameter) gives stream-K only the last partial wave.
+// HG_EPI_OVERLAP (an experiment switch: whole-tile TMA-store epilogue, no split, no stream-K, no
+// ping-pong) packs a finished tile's C to fp16 in registers and stages and stores it only after the
+// next tile's first wgmma group is issued, so the tensor cores work through the epilogue.
 //
 // Invariants: A is M x K row-major and Bt is N x K row-major (both K-major); BK = 64 so each tile
 // row is exactly one 128-byte swizzle row; hgemm_supports requires M % (BM*CLUSTER_M) == 0,
@@ -84,6 +87,9 @@
 #ifndef HG_SK_WAVE
 #define HG_SK_WAVE 1
 #endif
+#ifndef HG_EPI_OVERLAP
+#define HG_EPI_OVERLAP 0
+#endif
 
 #include "wgmma_ptx.cuh"
 
@@ -135,6 +141,8 @@ static_assert(!DSMEM || (SPLIT_K <= 8 && CLUSTER_M == 1 && !PINGPONG),
               "HG_SPLIT_DSMEM: at most 8 slices (a portable cluster), no multicast, no ping-pong");
 static_assert(!STREAM_K || (SPLIT_K == 1 && !PINGPONG && HG_PERSISTENT),
               "HG_STREAM_K: persistent, cooperative consumers, no split-K");
+static_assert(!HG_EPI_OVERLAP || (HG_EPILOGUE && EPI_PANELS == 0 && SPLIT_K == 1 && !STREAM_K && !PINGPONG),
+              "HG_EPI_OVERLAP: whole-tile TMA-store epilogue, no split-K, stream-K or ping-pong");
 
 // Stream-K split of `tiles` output tiles over `ctas` persistent CTAs (clusters with multicast):
 // the tiles of the last partial wave, plus one full wave when there is one (so every CTA gets
@@ -259,19 +267,43 @@ __device__ __forceinline__ uint32_t staged_offset(int r, int c) {
 
 // Accumulator columns [8*j0, 8*j1) as fp16 into the staging area at shared address `base` (column
 // 8*j0 lands at the area's column 0), one stmatrix.x4 per 16 columns: matrices (rows +0, cols j),
-// (+8, j), (+0, j+1), (+8, j+1); lanes 8i..8i+7 address the rows of matrix i.
-__device__ __forceinline__ void stage_columns(float (&acc)[M_ITERS][BN / 2], uint32_t base, int j0, int j1,
-                                              int wg_thread) {
+// (+8, j), (+0, j+1), (+8, j+1); lanes 8i..8i+7 address the rows of matrix i. `pair(mi, i)` is the
+// fp16x2 of accumulators [mi][2i] and [mi][2i+1].
+template <typename P>
+__device__ __forceinline__ void stage_pairs(P&& pair, uint32_t base, int j0, int j1, int wg_thread) {
   const int warp = wg_thread / 32, lane = wg_thread % 32, q = lane / 8;
 #pragma unroll
   for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
     for (int j = j0; j < j1; j += 2) {
       const int r = mi * 64 + warp * 16 + (q & 1) * 8 + lane % 8;
-      stmatrix_x4(base + staged_offset(r, (j - j0 + (q >> 1)) * 8), pack_half2(acc[mi][4 * j], acc[mi][4 * j + 1]),
-                  pack_half2(acc[mi][4 * j + 2], acc[mi][4 * j + 3]), pack_half2(acc[mi][4 * j + 4], acc[mi][4 * j + 5]),
-                  pack_half2(acc[mi][4 * j + 6], acc[mi][4 * j + 7]));
+      stmatrix_x4(base + staged_offset(r, (j - j0 + (q >> 1)) * 8), pair(mi, 2 * j), pair(mi, 2 * j + 1),
+                  pair(mi, 2 * j + 2), pair(mi, 2 * j + 3));
     }
+  }
+}
+
+__device__ __forceinline__ void stage_columns(float (&acc)[M_ITERS][BN / 2], uint32_t base, int j0, int j1,
+                                              int wg_thread) {
+  stage_pairs([&](int mi, int i) { return pack_half2(acc[mi][2 * i], acc[mi][2 * i + 1]); }, base, j0, j1,
+              wg_thread);
+}
+
+// The whole-tile TMA-store epilogue of rows [row0, row0 + WG_ROWS): this warpgroup's staging buffer
+// holds the whole tile (BN/64 panels); `pair` as for stage_pairs.
+template <typename P>
+__device__ __forceinline__ void store_staged_tile(P&& pair, const CUtensorMap* tmC, uint8_t* c_smem, int row0,
+                                                  int col0, int wg_thread, int wg) {
+  uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
+  if (wg_thread == 0) tma_store_wait_read<0>();  // previous tile's store has finished reading buf
+  named_bar_sync(1 + wg, 128);
+  stage_pairs(pair, smem_u32(buf), 0, BN / 8, wg_thread);
+  fence_proxy_async_smem();
+  named_bar_sync(1 + wg, 128);
+  if (wg_thread == 0) {
+#pragma unroll
+    for (int p = 0; p < BN / 64; ++p) tma_store_2d(tmC, smem_u32(buf + p * WG_ROWS * 128), col0 + p * 64, row0);
+    tma_store_commit();
   }
 }
 
@@ -303,18 +335,8 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   (void)C;
   (void)N;
   (void)panels;
-  // This warpgroup's staging buffer holds the whole tile: BN/64 panels.
-  uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
-  if (wg_thread == 0) tma_store_wait_read<0>();  // previous tile's store has finished reading buf
-  named_bar_sync(1 + wg, 128);
-  stage_columns(acc, smem_u32(buf), 0, BN / 8, wg_thread);
-  fence_proxy_async_smem();
-  named_bar_sync(1 + wg, 128);
-  if (wg_thread == 0) {
-#pragma unroll
-    for (int p = 0; p < BN / 64; ++p) tma_store_2d(tmC, smem_u32(buf + p * WG_ROWS * 128), col0 + p * 64, row0);
-    tma_store_commit();
-  }
+  store_staged_tile([&](int mi, int i) { return pack_half2(acc[mi][2 * i], acc[mi][2 * i + 1]); }, tmC, c_smem,
+                    row0, col0, wg_thread, wg);
 #else
   (void)tmC;
   (void)c_smem;
@@ -493,7 +515,13 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     int it = 0;  // ring position: k-blocks of this CTA's tile sequence seen so far
     int local = 0;
     uint32_t order_phase = 0;
-    uint32_t panels = 0;  // C panels staged so far (HG_EPI_PANELS ring position)
+    [[maybe_unused]] uint32_t panels = 0;  // C panels staged so far (HG_EPI_PANELS ring position)
+#if HG_EPI_OVERLAP
+    uint32_t held[M_ITERS][BN / 4] = {};  // the previous tile's C as fp16x2, stored in this tile's first k-block
+    int held_row0 = 0, held_col0 = 0;
+    bool holding = false;
+    const auto held_pair = [&](int mi, int i) { return held[mi][i]; };
+#endif
     Schedule work(cluster_id, cluster_count, tiles, k_blocks);
     int tile, kb_begin, kb_end;
     for (; work.next(tile, kb_begin, kb_end); ++local) {
@@ -528,6 +556,12 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         }
         wgmma_commit();
         fence_acc(acc);
+#if HG_EPI_OVERLAP
+        if (holding) {  // the tensor cores run this k-block while the previous tile's C goes out
+          store_staged_tile(held_pair, &tmC, smem + OFF_C, held_row0, held_col0, wg_thread, cw);
+          holding = false;
+        }
+#endif
         // Keep one wgmma group in flight; the slot read by the previous group is free now.
         wgmma_wait<1>();
         if (prev >= 0 && (wg_thread % 32) == 0) free_slot(empty_bar + 8 * prev);
@@ -569,9 +603,22 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
             add_fragments(acc, partial + (static_cast<size_t>(cta) * CONSUMERS + cw) * WG_ROWS * BN, wg_thread);
           }
         }
+#if HG_EPI_OVERLAP
+#pragma unroll
+        for (int mi = 0; mi < M_ITERS; ++mi)
+#pragma unroll
+          for (int i = 0; i < BN / 4; ++i) held[mi][i] = pack_half2(acc[mi][2 * i], acc[mi][2 * i + 1]);
+        held_row0 = row0;
+        held_col0 = n0;
+        holding = true;
+#else
         store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, N, wg_thread, cw, panels);
+#endif
       }
     }
+#if HG_EPI_OVERLAP
+    if (holding) store_staged_tile(held_pair, &tmC, smem + OFF_C, held_row0, held_col0, wg_thread, cw);
+#endif
 #if HG_EPILOGUE
     if (SPLIT_K == 1 && wg_thread == 0) tma_store_wait_all();
 #endif
