@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.model import predict_us
@@ -55,6 +55,7 @@ class _Option:
     params: dict[str, Any]
     parents: list[str] = field(default_factory=list)
     origin: str = ""  # "default", "retrieved", "neighbour", "crossover", "random"
+    nearness: int = 0  # a retrieved option's place in retrieval order, nearest shape first
     score: float = math.inf
 
 
@@ -164,13 +165,11 @@ class TemplateProposer:
 
     def _seed_options(self, ctx: ProposalContext) -> list[_Option]:
         seeds: list[_Option] = []
-        for hit in self._retrieve(ctx):
+        for i, hit in enumerate(self._retrieve(ctx)):
             fam, params = hit.get("family"), hit.get("params")
             if fam in self.families and isinstance(params, dict):
                 parent = _hash_of(hit)
-                repair = getattr(self.families[fam], "repair", None)
-                params = repair(dict(params)) if callable(repair) else dict(params)  # archived in an older space
-                seeds.append(_Option(fam, params, [parent] if parent else [], "retrieved"))
+                seeds.append(_Option(fam, dict(params), [parent] if parent else [], "retrieved", nearness=i))
         for name, fam in sorted(self.families.items()):
             try:
                 params = fam.default_params(ctx.M, ctx.N, ctx.K, ctx.gpu)
@@ -304,9 +303,8 @@ class TemplateProposer:
 
         if first:  # the first batch: the nearest shapes' winners, each family's default, its best-ranked option
             retrieved = [o for o in ranked if o.origin == "retrieved"]
-            order = {config_key(o.family, o.params): i for i, o in reversed(list(enumerate(self.seeds)))}
-            nearest = sorted(retrieved, key=lambda o: order.get(config_key(o.family, o.params), len(order)))
-            for opt in nearest[:1] + retrieved:  # the nearest shape's winner, then the model's favourites
+            nearest = sorted(retrieved, key=lambda o: o.nearness)[:1]
+            for opt in nearest + retrieved:  # the nearest shape's winner, then the model's favourites
                 if len(chosen) >= max(1, n // 4):
                     break
                 take(opt)
@@ -350,7 +348,7 @@ class TemplateProposer:
                 pool[key] = opt
 
         for opt in self.seeds:
-            add(_Option(opt.family, dict(opt.params), list(opt.parents), opt.origin))
+            add(replace(opt, params=dict(opt.params), parents=list(opt.parents)))
         elites = self._elites()
         ratio = {h: self._ratio(ctx, f, p) for f, p, h in elites}
         parents = elites or [(o.family, o.params, o.parents[0] if o.parents else "") for o in self.seeds]
