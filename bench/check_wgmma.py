@@ -75,6 +75,10 @@ CONFIGS: dict[str, dict] = {
     "streamk_256_cl2": {**_BASE, "bn": 256, "stages": 4, "cluster_m": 2, "epi_panels": 2, "stream_k": 1},
     "m64_streamk_direct": {**_BASE, "bm": 64, "consumers": 1, "bn": 128, "stages": 8, "epilogue": 0,
                            "stream_k": 1},
+    # 192-column tiles: N need not be a multiple (the last tile column is clipped by TMA)
+    "wide": {**_BASE, "bn": 192, "stages": 4},
+    "wide_cl2": {**_BASE, "bn": 192, "stages": 4, "cluster_m": 2},
+    "wide_pp64": {**_BASE, "bm": 64, "bn": 192, "stages": 5, "pingpong": 1},
 }  # fmt: skip
 SMS = 132
 
@@ -94,10 +98,10 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 40) -> dict[str, dic
     M, N, K = shape
     out: dict[str, dict] = {}
     for bm, consumers in ((64, 1), (128, 1), (128, 2)):
-        for bn in (64, 128, 256):
-            if M % bm or N % bn:
+        for bn in (64, 128, 192, 256):
+            if M % bm or N % 64 or (N % bn and bn != 192):  # 192: a partial last tile column (TMA clips it)
                 continue
-            tiles = (M // bm) * (N // bn)
+            tiles = (M // bm) * -(-N // bn)
             for split in FAMILY.space["split_k"]:
                 units = tiles * split
                 few = units < 0.75 * SMS and split < 16  # tiny grids: only the deep splits
@@ -145,11 +149,13 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 40) -> dict[str, dic
     # Keep the variants whose unit count fills the GPU best (fewest idle SM slots in the last wave).
     def waste(item):
         p = item[1]
-        units = (M // p["bm"]) * (N // p["bn"]) * p["split_k"]
+        n_tiles = -(-N // p["bn"])
+        units = (M // p["bm"]) * n_tiles * p["split_k"]
         waves = -(-units // SMS)
+        padding = 1 - N / (n_tiles * p["bn"])  # columns computed past N
         if p.get("stream_k"):
-            return 0.01  # no idle slots, a small fix-up cost
-        return (waves * SMS - units) / (waves * SMS) + 0.02 * (p["split_k"] > 1) * p["split_k"] ** 0.5
+            return 0.01 + padding  # no idle slots, a small fix-up cost
+        return (waves * SMS - units) / (waves * SMS) + padding + 0.02 * (p["split_k"] > 1) * p["split_k"] ** 0.5
 
     ranked = sorted(out.items(), key=waste)[:limit]
     return dict(ranked)
@@ -160,11 +166,9 @@ def configs_for(
     names: list[str] | None = None,
     sweep: bool = False,
     nowave: bool = False,
-    overlap: bool = False,
 ) -> list[tuple[str, dict | None, str | None]]:
     """(name, params, skip reason) for each named config (or those in `names`), the shape's default,
-    with `sweep` the generated variants, with `nowave` a `_nowave` twin of each stream-K one, and with
-    `overlap` an `_eo` twin of each whole-tile TMA-store one (no split, stream-K or ping-pong)."""
+    with `sweep` the generated variants, and with `nowave` a `_nowave` twin of each stream-K one."""
     out = []
     default = FAMILY.default_params(*shape)
     named = [(n, p) for n, p in CONFIGS.items() if names is None or n in names]
@@ -172,19 +176,12 @@ def configs_for(
     nopdl = [("default_nopdl", default)] if default is not None and default.get("split_k", 1) > 1 else []
     listed = [*named, ("default", default), *nopdl, *extra]
     twins = [(f"{n}_nowave", p) for n, p in listed if nowave and p is not None and p.get("stream_k")]
-    twins += [(f"{n}_eo", p) for n, p in listed if overlap and p is not None and overlap_eligible(p)]
     for name, params in [*listed, *twins]:
         if params is None:
             out.append((name, None, "no valid default for this shape"))
         else:
             out.append((name, params, FAMILY.check(params, *shape)))
     return out
-
-
-def overlap_eligible(p: dict) -> bool:
-    """Whether HG_EPI_OVERLAP applies: whole-tile TMA-store epilogue, no split-K, stream-K or ping-pong."""
-    return (p.get("epilogue") == 1 and not p.get("epi_panels") and p.get("split_k", 1) == 1
-            and not p.get("stream_k") and not p.get("pingpong"))  # fmt: skip
 
 
 def source_for(name: str, params: dict) -> str:
@@ -196,8 +193,6 @@ def source_for(name: str, params: dict) -> str:
         return "#define HG_PDL 0\n" + source
     if name.endswith("_nowave"):
         return "#define HG_SK_WAVE 0\n" + source
-    if name.endswith("_eo"):
-        return "#define HG_EPI_OVERLAP 1\n" + source
     return source
 
 
@@ -210,7 +205,7 @@ def tflops(shape: tuple[int, int, int], us: float | None) -> float | None:
 # Evaluator back end
 # ---------------------------------------------------------------------------------------------
 def run_evaluator(
-    shapes, names=None, sweep=False, meta=None, out: Path | None = None, nowave=False, overlap=False
+    shapes, names=None, sweep=False, meta=None, out: Path | None = None, nowave=False
 ) -> list[dict]:
     """Evaluate on the GPU; with `out`, rewrite the JSON after every shape (a cut-off run keeps its rows)."""
     from evaluator.local import LocalEvaluator
@@ -223,7 +218,7 @@ def run_evaluator(
         for shape in shapes:
             todo = []
             seen: set[str] = set()
-            for name, params, reason in configs_for(shape, names, sweep, nowave, overlap):
+            for name, params, reason in configs_for(shape, names, sweep, nowave):
                 source = source_for(name, params) if params is not None and not reason else None
                 if source is not None and source in seen:
                     continue  # the same kernel under another name
@@ -404,8 +399,6 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep", action="store_true", help="add generated tile/split-K/cluster variants per shape"
     )
     ap.add_argument("--configs", default=None, help="comma-separated named configs to keep (default: all)")
-    ap.add_argument("--epi-overlap", action="store_true",
-                    help="add a twin of each whole-tile TMA-store config with the overlapped epilogue")
     ap.add_argument("--sk-nowave", action="store_true",
                     help="add a twin of each stream-K config that cuts only the last partial wave")
     ap.add_argument(
@@ -419,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.raw:
         rows = run_raw(shapes, names, args.sweep)
     else:
-        rows = run_evaluator(shapes, names, args.sweep, meta, Path(args.out), args.sk_nowave, args.epi_overlap)
+        rows = run_evaluator(shapes, names, args.sweep, meta, Path(args.out), args.sk_nowave)
     print_table([r for r in rows if not (args.quiet_skips and r["status"] == "skip")])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,8 @@
 Reads a sweep report (`hgemm sweep` JSON), takes every row's best kernel from the archive, and
 evaluates it again at its own shape with `stage="full"` and `sanitize=True`. Cheapest shapes first;
 the output JSON is rewritten after every shape, so a run cut off by a time limit keeps what it did
-and a second run with the same `--out` skips the shapes already checked.
+and a second run with the same `--out` skips the shapes whose reported kernel it already checked (a shape
+whose reported kernel changed since is checked again, and its old entry dropped).
 
 Usage: python bench/sanitize_best.py bench/results/grid100.json --out bench/results/sanitize.json
        [--skip-shapes FILE]   (shapes, one 'M N K' per line, already sanitized elsewhere)
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = sorted(json.loads(args.report.read_text())["rows"], key=lambda r: r["flops"])
     skip = set(read_grid(args.skip_shapes)) if args.skip_shapes else set()
     done = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}
+    reported = {(r["M"], r["N"], r["K"]): r.get("kernel") for r in rows}
+    done["rows"] = [r for r in done["rows"] if reported.get((r["M"], r["N"], r["K"]), r["kernel"]) == r["kernel"]]
     checked = {(r["M"], r["N"], r["K"]) for r in done["rows"]}
     started = time.time()
     with LocalEvaluator() as ev, Archive() as archive:

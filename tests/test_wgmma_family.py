@@ -249,38 +249,39 @@ def test_mid_shape_with_long_k_defaults_to_a_dsmem_split():
     assert q["split_k"] == 8 and q["split_dsmem"] == 0
 
 
+WIDE = {**BIG, "bn": 192, "stages": 4}  # 128x192 tiles, two consumers: 96 accumulators per thread
+
+
+def test_bn_192_takes_n_it_does_not_divide_only_where_tma_clips_every_store():
+    """The last 192-column tile of N = 4096 is a third full: TMA zero-fills the loads past N and only the C
+    panels inside N are stored, so the family takes it with the whole-tile TMA-store epilogue and nothing else."""
+    assert FAMILY.check(WIDE, 12288, 4096, 512, H100) is None
+    assert FAMILY.check({**WIDE, "cluster_m": 2}, 12288, 4096, 512, H100) is None
+    assert FAMILY.check({**WIDE, "bm": 64, "consumers": 2, "pingpong": 1, "stages": 5}, 4096, 4096, 512, H100) is None
+    for other in ({"epilogue": 0}, {"epilogue": 0, "split_k": 2}, {"stream_k": 1}, {"epi_panels": 2, "stages": 3}):
+        reason = FAMILY.check({**WIDE, **other}, 1024, 4096, 512, H100)
+        assert reason and "not a multiple of bn=192" in reason, other
+    assert "not a multiple" in FAMILY.check(WIDE, 12288, 4096 + 32, 512, H100)  # C panels are 64 columns
+    assert FAMILY.check({**BIG, "stages": 4, "bn": 128, "epilogue": 0}, 12288, 4096, 512, H100) is None
+    # 128 rows x 192 columns per ping-pong consumer would need 192 accumulators per thread.
+    assert "accumulator registers" in FAMILY.check({**WIDE, "pingpong": 1}, 12288, 4096, 512, H100)
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-def test_overlapped_epilogue_stages_c_while_the_next_wgmma_group_runs(tmp_path):
-    """HG_EPI_OVERLAP (an experiment switch): the held fp16 tile fits beside the accumulators without spills, and
-    its stmatrix staging sits between a wgmma group's issue and the wait for it."""
-    assert FAMILY.check(BIG, 4096, 4096, 4096, H100) is None  # 128x256 tiles, two consumers, TMA-store epilogue
-    build_without_spills("#define HG_EPI_OVERLAP 1\n" + FAMILY.render(BIG), tmp_path)
-    tool = _cuobjdump()
-    if tool is None:
-        pytest.skip("cuobjdump not found: built and ptxas-checked, SASS not inspected")
-    env_path = str(Path(tool).parent) + ":" + __import__("os").environ.get("PATH", "")
-    sass = subprocess.run([tool, "--dump-sass", "--gpu-architecture", "sm_90a", str(tmp_path / "k.so")],
-                          capture_output=True, text=True, env={"PATH": env_path}, timeout=120)  # fmt: skip
-    ops = [op for op in re.findall(r"\b(HGMMA|STSM|WARPGROUP\.DEPBAR)", sass.stdout)]
-    first_hgmma = ops.index("HGMMA")
-    first_wait = ops.index("WARPGROUP.DEPBAR", first_hgmma)
-    assert "STSM" in ops[first_hgmma:first_wait]
+@pytest.mark.parametrize("extra", [{}, {"cluster_m": 2}, {"bm": 64, "pingpong": 1, "stages": 5}])
+def test_bn_192_builds_without_spills(extra, tmp_path):
+    params = FAMILY.repair({**WIDE, **extra})
+    assert FAMILY.check(params, 4096, 4096, 4096, H100) is None
+    build_without_spills(FAMILY.render(params), tmp_path)
 
 
-def test_the_bench_adds_an_overlapped_twin_only_where_the_switch_applies():
+def test_the_bench_sweep_offers_192_column_tiles_where_n_is_not_a_multiple():
     import importlib.util
 
     path = Path(__file__).resolve().parents[1] / "bench" / "check_wgmma.py"
     spec = importlib.util.spec_from_file_location("check_wgmma", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    rows = bench.configs_for((12288, 4096, 512), sweep=True, overlap=True)
-    params = {name: p for name, p, _ in rows}
-    twins = [name for name in params if name.endswith("_eo")]
-    assert twins and all(bench.overlap_eligible(params[name]) for name in twins)
-    assert not any(n.endswith("_eo") for n, _, _ in bench.configs_for((12288, 4096, 512), sweep=True))
-    for name in twins:
-        assert params[name] == params[name[: -len("_eo")]]
-        assert bench.source_for(name, params[name]).startswith("#define HG_EPI_OVERLAP 1\n")
-    ineligible = [n for n, p in params.items() if p and (p.get("stream_k") or p.get("pingpong") or p.get("split_k", 1) > 1)]
-    assert ineligible and not any(f"{n}_eo" in params for n in ineligible)
+    rows = bench.configs_for((12288, 4096, 512), sweep=True)
+    wide = [(name, reason) for name, p, reason in rows if p and p["bn"] == 192]
+    assert wide and any(reason is None for _, reason in wide)

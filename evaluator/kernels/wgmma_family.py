@@ -15,7 +15,9 @@ workspace with release/acquire flags, and writes C).
 
 Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the template with
 `wgmma_ptx.cuh` inlined, no local `#include "..."` left). `check` accepts only what the template
-static_asserts and the device allows: M % (bm*cluster_m) == 0, N % bn == 0, K % 64 == 0,
+static_asserts and the device allows: M % (bm*cluster_m) == 0, N % bn == 0 (or N % 64 == 0 with the
+whole-tile TMA-store epilogue, no split-K, stream-K or epi_panels: the last tile column reads TMA's zero
+fill past N and stores only the 64-column panels inside N; bn=192 relies on it), K % 64 == 0,
 K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with split_k > 1
 (partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on
 H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable cluster),
@@ -40,7 +42,7 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
 SPACE: dict[str, tuple] = {
     "bm": (64, 128, 256),
-    "bn": (64, 128, 256),
+    "bn": (64, 128, 192, 256),
     "stages": (2, 3, 4, 5, 6, 7, 8),
     "consumers": (1, 2),
     "group_m": (1, 2, 4, 8, 16),
@@ -117,6 +119,12 @@ def shared_bytes(params: Params) -> int:
     return max(ring + c_stage, parked) + (2 * stages + 2) * 8 + 1024
 
 
+def n_tail(params: Params) -> bool:
+    """Whether the kernel may take N that bn does not divide (mirrors N_TAIL in the template)."""
+    p = {**OPTIONAL, **params}
+    return bool(p["epilogue"]) and p["split_k"] == 1 and not p["stream_k"] and not p["epi_panels"]
+
+
 def wg_rows(params: Params) -> int:
     """Tile rows one consumer warpgroup computes: all of them in ping-pong, a share otherwise."""
     return params["bm"] if params["pingpong"] else params["bm"] // params["consumers"]
@@ -172,8 +180,9 @@ class WgmmaFamily(Family):
             return f"{self.name}: empty shape {M}x{N}x{K}"
         if M % (bm * cluster_m):
             return f"{self.name}: M={M} not a multiple of bm*cluster_m={bm * cluster_m}"
-        if N % bn:
-            return f"{self.name}: N={N} not a multiple of bn={bn}"
+        if N % bn and not (n_tail(params) and N % 64 == 0):
+            return (f"{self.name}: N={N} not a multiple of bn={bn} (a partial last tile column needs N % 64 == 0, "
+                    "epilogue=1, split_k=1, stream_k=0, epi_panels=0)")
         if K % BK:
             return f"{self.name}: K={K} not a multiple of {BK}"
         limit = (

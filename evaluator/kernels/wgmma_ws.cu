@@ -24,14 +24,13 @@
 // holding the tile's first k-block waits for the flags of the CTAs after it, adds their partials
 // and writes C. All CTAs are resident at once (grid = resident slots), so the waits end. HG_SK_WAVE 0
 // (an experiment switch, not a family parameter) gives stream-K only the last partial wave.
-// HG_EPI_OVERLAP (an experiment switch: whole-tile TMA-store epilogue, no split, no stream-K, no
-// ping-pong) packs a finished tile's C to fp16 in registers and stages and stores it only after the
-// next tile's first wgmma group is issued, so the tensor cores work through the epilogue.
 //
 // Invariants: A is M x K row-major and Bt is N x K row-major (both K-major); BK = 64 so each tile
 // row is exactly one 128-byte swizzle row; hgemm_supports requires M % (BM*CLUSTER_M) == 0,
-// N % BN == 0, K % 64 == 0, K / 64 >= SPLIT_K (no empty slice: every partial is written in full,
-// so the garbage workspace never reaches C), SPLIT_K * M * N * 4 bytes of workspace (none with
+// N % BN == 0 (or, with N_TAIL, N % 64 == 0: the last tile column reads zeros past N, TMA's
+// out-of-bounds fill, and its 64-column C panels past N are not stored), K % 64 == 0,
+// K / 64 >= SPLIT_K (no empty slice: every partial is written in full, so the garbage workspace
+// never reaches C), SPLIT_K * M * N * 4 bytes of workspace (none with
 // HG_SPLIT_DSMEM, which also needs SPLIT_K <= 8, one CTA per work unit and no multicast) and a
 // compute capability 9.x device; HG_STREAM_K needs grid * BM*BN*4 bytes of workspace and a grid of
 // at most SK_MAX_CTAS. Slice s covers k-blocks [s*KB/SPLIT_K, (s+1)*KB/SPLIT_K). Device code exists only for
@@ -87,9 +86,6 @@
 #ifndef HG_SK_WAVE
 #define HG_SK_WAVE 1
 #endif
-#ifndef HG_EPI_OVERLAP
-#define HG_EPI_OVERLAP 0
-#endif
 
 #include "wgmma_ptx.cuh"
 
@@ -114,6 +110,9 @@ constexpr bool STREAM_K = HG_STREAM_K != 0;  // last tiles split into equal k-bl
 constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two 64-column panels
 constexpr int C_COLS = EPI_PANELS ? 64 * EPI_PANELS : BN;  // staged columns per consumer
 constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * C_COLS * 2 : 0;
+// N need not be a multiple of BN when every C store is a TMA store of whole-tile panels (TMA clips
+// at N): no split-K or stream-K partials, no direct stores, no panel ring.
+constexpr bool N_TAIL = HG_EPILOGUE && SPLIT_K == 1 && !STREAM_K && EPI_PANELS == 0;
 [[maybe_unused]] constexpr int SLOT_READERS = (PINGPONG ? 1 : CONSUMERS) * 4 * CLUSTER_M;  // warps that free each ring slot
 // Shared layout (from a 1024-aligned base): A ring, B ring, C staging, full, empty, order bars.
 constexpr int OFF_B = STAGES * A_BYTES;
@@ -131,7 +130,7 @@ constexpr int SMEM_BYTES = OFF_BAR + (2 * STAGES + 2) * 8 + 1024;
 
 static_assert(WG_ROWS == 64 || WG_ROWS == 128, "BM / CONSUMERS must be 64 or 128");
 static_assert(M_ITERS * BN / 2 <= 128, "accumulators exceed 128 registers per thread");
-static_assert(BN == 64 || BN == 128 || BN == 256, "BN must be 64, 128 or 256");
+static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN must be 64, 128, 192 or 256");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong needs two consumer warpgroups");
 static_assert(B_SLICE % 8 == 0, "multicast slice must be whole 8-row swizzle groups");
@@ -141,8 +140,6 @@ static_assert(!DSMEM || (SPLIT_K <= 8 && CLUSTER_M == 1 && !PINGPONG),
               "HG_SPLIT_DSMEM: at most 8 slices (a portable cluster), no multicast, no ping-pong");
 static_assert(!STREAM_K || (SPLIT_K == 1 && !PINGPONG && HG_PERSISTENT),
               "HG_STREAM_K: persistent, cooperative consumers, no split-K");
-static_assert(!HG_EPI_OVERLAP || (HG_EPILOGUE && EPI_PANELS == 0 && SPLIT_K == 1 && !STREAM_K && !PINGPONG),
-              "HG_EPI_OVERLAP: whole-tile TMA-store epilogue, no split-K, stream-K or ping-pong");
 
 // Stream-K split of `tiles` output tiles over `ctas` persistent CTAs (clusters with multicast):
 // the tiles of the last partial wave, plus one full wave when there is one (so every CTA gets
@@ -293,7 +290,7 @@ __device__ __forceinline__ void stage_columns(float (&acc)[M_ITERS][BN / 2], uin
 // holds the whole tile (BN/64 panels); `pair` as for stage_pairs.
 template <typename P>
 __device__ __forceinline__ void store_staged_tile(P&& pair, const CUtensorMap* tmC, uint8_t* c_smem, int row0,
-                                                  int col0, int wg_thread, int wg) {
+                                                  int col0, int N, int wg_thread, int wg) {
   uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
   if (wg_thread == 0) tma_store_wait_read<0>();  // previous tile's store has finished reading buf
   named_bar_sync(1 + wg, 128);
@@ -302,7 +299,8 @@ __device__ __forceinline__ void store_staged_tile(P&& pair, const CUtensorMap* t
   named_bar_sync(1 + wg, 128);
   if (wg_thread == 0) {
 #pragma unroll
-    for (int p = 0; p < BN / 64; ++p) tma_store_2d(tmC, smem_u32(buf + p * WG_ROWS * 128), col0 + p * 64, row0);
+    for (int p = 0; p < BN / 64; ++p)
+      if (col0 + p * 64 < N) tma_store_2d(tmC, smem_u32(buf + p * WG_ROWS * 128), col0 + p * 64, row0);
     tma_store_commit();
   }
 }
@@ -333,10 +331,9 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   }
 #elif HG_EPILOGUE
   (void)C;
-  (void)N;
   (void)panels;
   store_staged_tile([&](int mi, int i) { return pack_half2(acc[mi][2 * i], acc[mi][2 * i + 1]); }, tmC, c_smem,
-                    row0, col0, wg_thread, wg);
+                    row0, col0, N, wg_thread, wg);
 #else
   (void)tmC;
   (void)c_smem;
@@ -469,7 +466,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
 #endif
 
   const int m_units = M / (BM * CLUSTER_M);
-  const int n_blocks = N / BN;
+  const int n_blocks = (N + BN - 1) / BN;
   const int tiles = m_units * n_blocks;
   const int k_blocks = K / BK;
   const int cluster_id = blockIdx.x / CLUSTER_M;
@@ -516,12 +513,6 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     int local = 0;
     uint32_t order_phase = 0;
     [[maybe_unused]] uint32_t panels = 0;  // C panels staged so far (HG_EPI_PANELS ring position)
-#if HG_EPI_OVERLAP
-    uint32_t held[M_ITERS][BN / 4] = {};  // the previous tile's C as fp16x2, stored in this tile's first k-block
-    int held_row0 = 0, held_col0 = 0;
-    bool holding = false;
-    const auto held_pair = [&](int mi, int i) { return held[mi][i]; };
-#endif
     Schedule work(cluster_id, cluster_count, tiles, k_blocks);
     int tile, kb_begin, kb_end;
     for (; work.next(tile, kb_begin, kb_end); ++local) {
@@ -556,12 +547,6 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         }
         wgmma_commit();
         fence_acc(acc);
-#if HG_EPI_OVERLAP
-        if (holding) {  // the tensor cores run this k-block while the previous tile's C goes out
-          store_staged_tile(held_pair, &tmC, smem + OFF_C, held_row0, held_col0, wg_thread, cw);
-          holding = false;
-        }
-#endif
         // Keep one wgmma group in flight; the slot read by the previous group is free now.
         wgmma_wait<1>();
         if (prev >= 0 && (wg_thread % 32) == 0) free_slot(empty_bar + 8 * prev);
@@ -603,22 +588,9 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
             add_fragments(acc, partial + (static_cast<size_t>(cta) * CONSUMERS + cw) * WG_ROWS * BN, wg_thread);
           }
         }
-#if HG_EPI_OVERLAP
-#pragma unroll
-        for (int mi = 0; mi < M_ITERS; ++mi)
-#pragma unroll
-          for (int i = 0; i < BN / 4; ++i) held[mi][i] = pack_half2(acc[mi][2 * i], acc[mi][2 * i + 1]);
-        held_row0 = row0;
-        held_col0 = n0;
-        holding = true;
-#else
         store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, N, wg_thread, cw, panels);
-#endif
       }
     }
-#if HG_EPI_OVERLAP
-    if (holding) store_staged_tile(held_pair, &tmC, smem + OFF_C, held_row0, held_col0, wg_thread, cw);
-#endif
 #if HG_EPILOGUE
     if (SPLIT_K == 1 && wg_thread == 0) tma_store_wait_all();
 #endif
@@ -731,7 +703,8 @@ constexpr size_t kContractWorkspace = size_t(64) << 20;  // the contract guarant
 
 bool shape_ok(int M, int N, int K) {
   using namespace hgw_cfg;
-  return M > 0 && N > 0 && K > 0 && M % (BM * CLUSTER_M) == 0 && N % BN == 0 && K % BK == 0 &&
+  return M > 0 && N > 0 && K > 0 && M % (BM * CLUSTER_M) == 0 && (N % BN == 0 || (N_TAIL && N % 64 == 0)) &&
+         K % BK == 0 &&
          K / BK >= SPLIT_K && partial_bytes(M, N) <= kContractWorkspace;
 }
 
@@ -754,7 +727,7 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
     return static_cast<int>(cudaErrorInvalidValue);
   cudaError_t e = cudaFuncSetAttribute(hgemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return static_cast<int>(e);
-  const int tiles = (M / BM) * (N / BN) * SPLIT_K;  // CTA work units; a multiple of CLUSTER_M
+  const int tiles = (M / BM) * ((N + BN - 1) / BN) * SPLIT_K;  // CTA work units; a multiple of CLUSTER_M
   cudaLaunchConfig_t cfg = {};
   cfg.blockDim = dim3(THREADS, 1, 1);
   cfg.dynamicSmemBytes = SMEM_BYTES;
