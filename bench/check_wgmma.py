@@ -79,6 +79,9 @@ CONFIGS: dict[str, dict] = {
     "wide": {**_BASE, "bn": 192, "stages": 4},
     "wide_cl2": {**_BASE, "bn": 192, "stages": 4, "cluster_m": 2},
     "wide_pp64": {**_BASE, "bm": 64, "bn": 192, "stages": 5, "pingpong": 1},
+    # ping-pong consumers each holding a whole 128x192 tile (192 accumulators), C through the panel ring
+    "wide_pp": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2},
+    "wide_pp_cl2": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
 }  # fmt: skip
 SMS = 132
 

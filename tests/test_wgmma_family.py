@@ -254,21 +254,30 @@ WIDE = {**BIG, "bn": 192, "stages": 4}  # 128x192 tiles, two consumers: 96 accum
 
 def test_bn_192_takes_n_it_does_not_divide_only_where_tma_clips_every_store():
     """The last 192-column tile of N = 4096 is a third full: TMA zero-fills the loads past N and only the C
-    panels inside N are stored, so the family takes it with the whole-tile TMA-store epilogue and nothing else."""
+    panels inside N are stored, so the family takes it with the TMA-store epilogue (whole tile or panel ring)
+    and without split-K or stream-K partials."""
     assert FAMILY.check(WIDE, 12288, 4096, 512, H100) is None
     assert FAMILY.check({**WIDE, "cluster_m": 2}, 12288, 4096, 512, H100) is None
     assert FAMILY.check({**WIDE, "bm": 64, "consumers": 2, "pingpong": 1, "stages": 5}, 4096, 4096, 512, H100) is None
-    for other in ({"epilogue": 0}, {"epilogue": 0, "split_k": 2}, {"stream_k": 1}, {"epi_panels": 2, "stages": 3}):
+    assert FAMILY.check({**WIDE, "epi_panels": 2}, 12288, 4096, 512, H100) is None
+    for other in ({"epilogue": 0}, {"epilogue": 0, "split_k": 2}, {"stream_k": 1}):
         reason = FAMILY.check({**WIDE, **other}, 1024, 4096, 512, H100)
         assert reason and "not a multiple of bn=192" in reason, other
     assert "not a multiple" in FAMILY.check(WIDE, 12288, 4096 + 32, 512, H100)  # C panels are 64 columns
     assert FAMILY.check({**BIG, "stages": 4, "bn": 128, "epilogue": 0}, 12288, 4096, 512, H100) is None
-    # 128 rows x 192 columns per ping-pong consumer would need 192 accumulators per thread.
-    assert "accumulator registers" in FAMILY.check({**WIDE, "pingpong": 1}, 12288, 4096, 512, H100)
+    # A ping-pong consumer holds its whole tile: 128 x 192 is 192 accumulators per thread (the most), 128 x 256
+    # would be 256; a cooperative consumer keeps at most 128.
+    assert FAMILY.check({**WIDE, "pingpong": 1, "epi_panels": 2}, 12288, 4096, 512, H100) is None
+    assert "(max 192)" in FAMILY.check({**BIG, "pingpong": 1, "epi_panels": 2}, 12288, 4096, 512, H100)
+    assert "(max 128)" in FAMILY.check({**BIG, "consumers": 1}, 12288, 4096, 512, H100)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("extra", [{}, {"cluster_m": 2}, {"bm": 64, "pingpong": 1, "stages": 5}])
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"cluster_m": 2}, {"bm": 64, "pingpong": 1, "stages": 5}, {"pingpong": 1, "epi_panels": 2},
+     {"pingpong": 1, "epi_panels": 2, "cluster_m": 2}],
+)  # fmt: skip
 def test_bn_192_builds_without_spills(extra, tmp_path):
     params = FAMILY.repair({**WIDE, **extra})
     assert FAMILY.check(params, 4096, 4096, 4096, H100) is None

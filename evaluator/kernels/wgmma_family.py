@@ -16,8 +16,9 @@ workspace with release/acquire flags, and writes C).
 Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the template with
 `wgmma_ptx.cuh` inlined, no local `#include "..."` left). `check` accepts only what the template
 static_asserts and the device allows: M % (bm*cluster_m) == 0, N % bn == 0 (or N % 64 == 0 with the
-whole-tile TMA-store epilogue, no split-K, stream-K or epi_panels: the last tile column reads TMA's zero
-fill past N and stores only the 64-column panels inside N; bn=192 relies on it), K % 64 == 0,
+TMA-store epilogue and no split-K or stream-K: the last tile column reads TMA's zero fill past N and
+stores only the 64-column panels inside N; bn=192 relies on it), K % 64 == 0, at most 128 accumulators
+per consumer thread (192 with pingpong, whose consumer holds a whole tile of up to 128 x 192),
 K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with split_k > 1
 (partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on
 H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable cluster),
@@ -57,6 +58,8 @@ SPACE: dict[str, tuple] = {
 }
 OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0}  # parameters added later: absent means this value
 WORKSPACE_BYTES = 64 << 20  # the contract's minimum workspace
+MAX_ACC = 128  # fp32 accumulators per consumer thread (a cooperative consumer shares its tile's rows)
+MAX_ACC_PINGPONG = 192  # a ping-pong consumer holds its whole tile, up to 128 x 192
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
 # relative to 128x256 with a 2x1 cluster (H200, bench/NOTES.md).
 TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
@@ -122,7 +125,7 @@ def shared_bytes(params: Params) -> int:
 def n_tail(params: Params) -> bool:
     """Whether the kernel may take N that bn does not divide (mirrors N_TAIL in the template)."""
     p = {**OPTIONAL, **params}
-    return bool(p["epilogue"]) and p["split_k"] == 1 and not p["stream_k"] and not p["epi_panels"]
+    return bool(p["epilogue"]) and p["split_k"] == 1 and not p["stream_k"]
 
 
 def wg_rows(params: Params) -> int:
@@ -174,8 +177,9 @@ class WgmmaFamily(Family):
         rows = wg_rows(params)
         if rows not in (64, 128):
             return f"{self.name}: {rows} tile rows per consumer warpgroup, must be 64 or 128"
-        if (rows // 64) * bn // 2 > 128:
-            return f"{self.name}: {(rows // 64) * bn // 2} accumulator registers per thread (max 128)"
+        most = MAX_ACC_PINGPONG if params["pingpong"] else MAX_ACC
+        if (rows // 64) * bn // 2 > most:
+            return f"{self.name}: {(rows // 64) * bn // 2} accumulator registers per thread (max {most})"
         if M <= 0 or N <= 0 or K <= 0:
             return f"{self.name}: empty shape {M}x{N}x{K}"
         if M % (bm * cluster_m):

@@ -110,9 +110,9 @@ constexpr bool STREAM_K = HG_STREAM_K != 0;  // last tiles split into equal k-bl
 constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two 64-column panels
 constexpr int C_COLS = EPI_PANELS ? 64 * EPI_PANELS : BN;  // staged columns per consumer
 constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * C_COLS * 2 : 0;
-// N need not be a multiple of BN when every C store is a TMA store of whole-tile panels (TMA clips
-// at N): no split-K or stream-K partials, no direct stores, no panel ring.
-constexpr bool N_TAIL = HG_EPILOGUE && SPLIT_K == 1 && !STREAM_K && EPI_PANELS == 0;
+// N need not be a multiple of BN when every C store is a TMA store of 64-column panels (TMA clips
+// at N): no split-K or stream-K partials, no direct stores.
+constexpr bool N_TAIL = HG_EPILOGUE && SPLIT_K == 1 && !STREAM_K;
 [[maybe_unused]] constexpr int SLOT_READERS = (PINGPONG ? 1 : CONSUMERS) * 4 * CLUSTER_M;  // warps that free each ring slot
 // Shared layout (from a 1024-aligned base): A ring, B ring, C staging, full, empty, order bars.
 constexpr int OFF_B = STAGES * A_BYTES;
@@ -129,7 +129,8 @@ constexpr int SMEM_BYTES = OFF_BAR + (2 * STAGES + 2) * 8 + 1024;
 [[maybe_unused]] constexpr int CONSUMER_REGS = 232;
 
 static_assert(WG_ROWS == 64 || WG_ROWS == 128, "BM / CONSUMERS must be 64 or 128");
-static_assert(M_ITERS * BN / 2 <= 128, "accumulators exceed 128 registers per thread");
+// A ping-pong consumer holds its whole tile: up to 128 x 192 (192 accumulators; setmaxnreg gives it 232).
+static_assert(M_ITERS * BN / 2 <= (PINGPONG ? 192 : 128), "accumulators exceed 128 per thread (192 in ping-pong)");
 static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN must be 64, 128, 192 or 256");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong needs two consumer warpgroups");
@@ -312,9 +313,10 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
                                            uint32_t& panels) {
 #if HG_EPILOGUE && HG_EPI_PANELS
   (void)C;
-  (void)N;
   // Panel p goes to ring slot panels % 2; the store that used that slot before was committed two
-  // stores ago, so waiting until at most one store still reads shared memory frees it.
+  // stores ago, so waiting until at most one store still reads shared memory frees it. A panel past N
+  // (the last tile column, N_TAIL) is staged but not stored; its bulk group is committed empty, so
+  // the count of groups stays one per panel.
   uint8_t* ring = c_smem + wg * WG_ROWS * C_COLS * 2;
 #pragma unroll
   for (int p = 0; p < BN / 64; ++p, ++panels) {
@@ -325,7 +327,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
     fence_proxy_async_smem();
     named_bar_sync(1 + wg, 128);
     if (wg_thread == 0) {
-      tma_store_2d(tmC, smem_u32(buf), col0 + p * 64, row0);
+      if (col0 + p * 64 < N) tma_store_2d(tmC, smem_u32(buf), col0 + p * 64, row0);
       tma_store_commit();
     }
   }
