@@ -52,17 +52,24 @@ def child(shape: str) -> None:
     torch.cuda.profiler.stop()
 
 
-def profile(shape: str, ncu: str) -> dict:
-    cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw",
-           "--metrics", METRICS, sys.executable, __file__, "--child", shape]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    info = next((json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")), {})
-    table = "\n".join(x for x in out.stdout.splitlines() if x.startswith('"'))
+def parse(stdout: str) -> tuple[dict, list[dict]]:
+    """The child's JSON line and one entry per profiled kernel from ncu's raw CSV (a units row has no ID;
+    ncu writes numbers with thousands separators)."""
+    info = next((json.loads(x) for x in stdout.splitlines() if x.startswith("{")), {})
+    table = "\n".join(x for x in stdout.splitlines() if x.startswith('"'))
     kernels = [
         {"kernel": r["Kernel Name"], "ncu_us": float(r["gpu__time_duration.sum"].replace(",", "")) / 1000.0,
          "grid": r["launch__grid_size"], "cluster": f"{r['launch__cluster_dim_x']}x{r['launch__cluster_dim_y']}"}
         for r in csv.DictReader(io.StringIO(table)) if r.get("ID", "").isdigit()
     ]  # fmt: skip
+    return info, kernels
+
+
+def profile(shape: str, ncu: str) -> dict:
+    cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw",
+           "--metrics", METRICS, sys.executable, __file__, "--child", shape]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    info, kernels = parse(out.stdout)
     if not kernels:
         raise SystemExit(f"{shape}: ncu returned no kernels:\n{(out.stderr or out.stdout)[-1500:]}")
     return {"shape": shape, **info, "kernels": kernels}
