@@ -1,7 +1,6 @@
 """bench/lt_kernels.py reads the kernels cuBLASLt launched from Nsight Compute's raw CSV."""
 
-import importlib.util
-from pathlib import Path
+from bench_script import load_bench
 
 NCU_STDOUT = """==PROF== Connected to process 4242 (/usr/bin/python3)
 {"lt_algorithms": 8, "autotuned_index": 5}
@@ -14,11 +13,7 @@ NCU_STDOUT = """==PROF== Connected to process 4242 (/usr/bin/python3)
 
 
 def _module():
-    path = Path(__file__).resolve().parents[1] / "bench" / "lt_kernels.py"
-    spec = importlib.util.spec_from_file_location("lt_kernels", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("lt_kernels")
 
 
 def test_parse_keeps_kernel_rows_in_launch_order_and_reads_thousands_separators():

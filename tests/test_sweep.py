@@ -99,13 +99,12 @@ def test_read_grid(tmp_path):
 
 
 def test_committed_grid100_is_what_the_script_writes():
-    import importlib.util
     from pathlib import Path
 
+    from bench_script import load_bench
+
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("grid100", root / "bench" / "grid100.py")
-    grid100 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(grid100)
+    grid100 = load_bench("grid100")
     shapes = grid100.choose()
     assert (root / "bench" / "grid100.txt").read_text() == grid100.render(shapes)
     assert read_grid(root / "bench" / "grid100.txt") == shapes

@@ -285,12 +285,8 @@ def test_bn_192_builds_without_spills(extra, tmp_path):
 
 
 def test_the_bench_sweep_offers_192_column_tiles_where_n_is_not_a_multiple():
-    import importlib.util
+    from bench_script import load_bench
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "check_wgmma.py"
-    spec = importlib.util.spec_from_file_location("check_wgmma", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    rows = bench.configs_for((12288, 4096, 512), sweep=True)
+    rows = load_bench("check_wgmma").configs_for((12288, 4096, 512), sweep=True)
     wide = [(name, reason) for name, p, reason in rows if p and p["bn"] == 192]
     assert wide and any(reason is None for _, reason in wide)

@@ -7,20 +7,14 @@ capability 9.x, where the family's hgemm_supports must say 0.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from bench_script import load_bench
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 def _bench_module():
-    path = Path(__file__).resolve().parents[1] / "bench" / "check_wgmma.py"
-    spec = importlib.util.spec_from_file_location("check_wgmma", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("check_wgmma")
 
 
 def test_all_configs_correct_on_small_shapes():
