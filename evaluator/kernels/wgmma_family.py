@@ -186,7 +186,7 @@ class WgmmaFamily(Family):
             return f"{self.name}: M={M} not a multiple of bm*cluster_m={bm * cluster_m}"
         if N % bn and not (n_tail(params) and N % 64 == 0):
             return (f"{self.name}: N={N} not a multiple of bn={bn} (a partial last tile column needs N % 64 == 0, "
-                    "epilogue=1, split_k=1, stream_k=0, epi_panels=0)")
+                    "epilogue=1, split_k=1, stream_k=0)")
         if K % BK:
             return f"{self.name}: K={K} not a multiple of {BK}"
         limit = (

@@ -265,44 +265,19 @@ __device__ __forceinline__ uint32_t staged_offset(int r, int c) {
 
 // Accumulator columns [8*j0, 8*j1) as fp16 into the staging area at shared address `base` (column
 // 8*j0 lands at the area's column 0), one stmatrix.x4 per 16 columns: matrices (rows +0, cols j),
-// (+8, j), (+0, j+1), (+8, j+1); lanes 8i..8i+7 address the rows of matrix i. `pair(mi, i)` is the
-// fp16x2 of accumulators [mi][2i] and [mi][2i+1].
-template <typename P>
-__device__ __forceinline__ void stage_pairs(P&& pair, uint32_t base, int j0, int j1, int wg_thread) {
+// (+8, j), (+0, j+1), (+8, j+1); lanes 8i..8i+7 address the rows of matrix i.
+__device__ __forceinline__ void stage_columns(float (&acc)[M_ITERS][BN / 2], uint32_t base, int j0, int j1,
+                                              int wg_thread) {
   const int warp = wg_thread / 32, lane = wg_thread % 32, q = lane / 8;
 #pragma unroll
   for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
     for (int j = j0; j < j1; j += 2) {
       const int r = mi * 64 + warp * 16 + (q & 1) * 8 + lane % 8;
-      stmatrix_x4(base + staged_offset(r, (j - j0 + (q >> 1)) * 8), pair(mi, 2 * j), pair(mi, 2 * j + 1),
-                  pair(mi, 2 * j + 2), pair(mi, 2 * j + 3));
+      stmatrix_x4(base + staged_offset(r, (j - j0 + (q >> 1)) * 8), pack_half2(acc[mi][4 * j], acc[mi][4 * j + 1]),
+                  pack_half2(acc[mi][4 * j + 2], acc[mi][4 * j + 3]), pack_half2(acc[mi][4 * j + 4], acc[mi][4 * j + 5]),
+                  pack_half2(acc[mi][4 * j + 6], acc[mi][4 * j + 7]));
     }
-  }
-}
-
-__device__ __forceinline__ void stage_columns(float (&acc)[M_ITERS][BN / 2], uint32_t base, int j0, int j1,
-                                              int wg_thread) {
-  stage_pairs([&](int mi, int i) { return pack_half2(acc[mi][2 * i], acc[mi][2 * i + 1]); }, base, j0, j1,
-              wg_thread);
-}
-
-// The whole-tile TMA-store epilogue of rows [row0, row0 + WG_ROWS): this warpgroup's staging buffer
-// holds the whole tile (BN/64 panels); `pair` as for stage_pairs.
-template <typename P>
-__device__ __forceinline__ void store_staged_tile(P&& pair, const CUtensorMap* tmC, uint8_t* c_smem, int row0,
-                                                  int col0, int N, int wg_thread, int wg) {
-  uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
-  if (wg_thread == 0) tma_store_wait_read<0>();  // previous tile's store has finished reading buf
-  named_bar_sync(1 + wg, 128);
-  stage_pairs(pair, smem_u32(buf), 0, BN / 8, wg_thread);
-  fence_proxy_async_smem();
-  named_bar_sync(1 + wg, 128);
-  if (wg_thread == 0) {
-#pragma unroll
-    for (int p = 0; p < BN / 64; ++p)
-      if (col0 + p * 64 < N) tma_store_2d(tmC, smem_u32(buf + p * WG_ROWS * 128), col0 + p * 64, row0);
-    tma_store_commit();
   }
 }
 
@@ -334,8 +309,19 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
 #elif HG_EPILOGUE
   (void)C;
   (void)panels;
-  store_staged_tile([&](int mi, int i) { return pack_half2(acc[mi][2 * i], acc[mi][2 * i + 1]); }, tmC, c_smem,
-                    row0, col0, N, wg_thread, wg);
+  // This warpgroup's staging buffer holds the whole tile: BN/64 panels; those past N are not stored.
+  uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
+  if (wg_thread == 0) tma_store_wait_read<0>();  // previous tile's store has finished reading buf
+  named_bar_sync(1 + wg, 128);
+  stage_columns(acc, smem_u32(buf), 0, BN / 8, wg_thread);
+  fence_proxy_async_smem();
+  named_bar_sync(1 + wg, 128);
+  if (wg_thread == 0) {
+#pragma unroll
+    for (int p = 0; p < BN / 64; ++p)
+      if (col0 + p * 64 < N) tma_store_2d(tmC, smem_u32(buf + p * WG_ROWS * 128), col0 + p * 64, row0);
+    tma_store_commit();
+  }
 #else
   (void)tmC;
   (void)c_smem;
@@ -706,8 +692,7 @@ constexpr size_t kContractWorkspace = size_t(64) << 20;  // the contract guarant
 bool shape_ok(int M, int N, int K) {
   using namespace hgw_cfg;
   return M > 0 && N > 0 && K > 0 && M % (BM * CLUSTER_M) == 0 && (N % BN == 0 || (N_TAIL && N % 64 == 0)) &&
-         K % BK == 0 &&
-         K / BK >= SPLIT_K && partial_bytes(M, N) <= kContractWorkspace;
+         K % BK == 0 && K / BK >= SPLIT_K && partial_bytes(M, N) <= kContractWorkspace;
 }
 
 }  // namespace
