@@ -4,7 +4,8 @@
 seeds from the best parameters of the nearest archived shapes (the retriever's
 `similar_shapes` on this GPU and on the other GPUs in the archive) and each family's
 `default_params`; grows a pool by neighbour moves (one
-parameter to an adjacent allowed value) and crossover of the best measured configurations
+parameter to an adjacent allowed value, each also with the deepest ring that fits where the family
+repairs its parameters) and crossover of the best measured configurations
 (from `observe`, the run's history and the archive's records of this shape), plus seeded
 random samples; keeps only configurations the family's `check` accepts for the shape and
 GPU; and ranks the pool with the analytic model (`agent.model.predict_us`) scaled by the
@@ -410,7 +411,11 @@ class TemplateProposer:
         return factor
 
     def _neighbours(self, family: str, params: dict[str, Any]) -> Iterable[dict[str, Any]]:
-        space = self.families[family].space
+        """One parameter to an adjacent value; where the family repairs its rings, each move also with
+        the deepest ring (a move that frees shared memory otherwise needs a second move to use it)."""
+        fam = self.families[family]
+        space = fam.space
+        deepest = max(space["stages"]) if "stages" in space and callable(getattr(fam, "repair", None)) else None
         for name in sorted(space):
             values = list(space[name])
             if name not in params or params[name] not in values:
@@ -419,6 +424,8 @@ class TemplateProposer:
             for j in (i - 1, i + 1):
                 if 0 <= j < len(values):
                     yield {**params, name: values[j]}
+                    if deepest is not None and name != "stages":
+                        yield {**params, name: values[j], "stages": deepest}
 
     def _crossover(
         self, family: str, a: dict[str, Any], b: dict[str, Any], children: int = 3

@@ -82,6 +82,15 @@ CONFIGS: dict[str, dict] = {
     # ping-pong consumers each holding a whole 128x192 tile (192 accumulators), C through the panel ring
     "wide_pp": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2},
     "wide_pp_cl2": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
+    # 160-column tiles: C in 32-column panels (64-byte swizzle); with them a 5-deep ring fits
+    "pp160_cl2": {**_BASE, "bn": 160, "stages": 5, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
+    "pp160": {**_BASE, "bn": 160, "stages": 5, "pingpong": 1, "epi_panels": 2},
+    "coop160_cl2": {**_BASE, "bn": 160, "stages": 5, "epi_panels": 2, "cluster_m": 2},
+    "pp160_whole": {**_BASE, "bn": 160, "stages": 4, "pingpong": 1, "cluster_m": 2},
+    # 64x64 tiles with a deep ring (the autotuned cuBLASLt kernel for 2048x256x4096 keeps 13 stages)
+    "m64n64_s8": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8},
+    "m64n64_s12": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 12},
+    "m64n64_s12_cl2": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 12, "cluster_m": 2},
 }  # fmt: skip
 SMS = 132
 

@@ -129,16 +129,33 @@ def test_neighbours_of_measured_configurations_name_their_parents():
 
 
 def one_step_moves(family: str, params: dict) -> list[dict]:
-    """Every configuration one parameter step away from `params`, after the family's `repair`."""
+    """Every configuration one parameter step away from `params`, after the family's `repair`, each
+    also with the deepest ring where the family repairs (the ring-filling variant of a move)."""
     fam = FAMILIES[family]
+    deepest = max(fam.space["stages"]) if "stages" in fam.space and hasattr(fam, "repair") else None
     out = []
     for name, values in fam.space.items():
         values = list(values)
         if name not in params:
             continue
         i = values.index(params[name])
-        out += [fam.repair({**params, name: values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(values)]
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(values):
+                out.append(fam.repair({**params, name: values[j]}))
+                if deepest is not None:
+                    out.append(fam.repair({**params, name: values[j], "stages": deepest}))
     return out
+
+
+def test_a_move_that_frees_shared_memory_also_comes_with_the_deeper_ring():
+    # 128x256 with the whole C tile staged fits 3 stages; staging C in two 64-column panels frees
+    # room for a 4th. One move must reach the 4-deep panel kernel (H100: 12288x256x16384 191 -> 181 us).
+    p = TemplateProposer({"wgmma": FAMILIES["wgmma"]}, seed=0)
+    whole = FAMILIES["wgmma"].repair({**FAMILIES["wgmma"].default_params(12288, 256, 16384), "epi_panels": 0})
+    assert whole["stages"] == 3
+    moves = [FAMILIES["wgmma"].repair(m) for m in p._neighbours("wgmma", whole)]
+    assert {**whole, "epi_panels": 2, "stages": 4} in moves
+    assert {**whole, "epi_panels": 2} in moves  # the plain move stays
 
 
 def test_neighbour_moves_are_repaired_into_valid_configurations():

@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 from nvcc_build import build_without_spills
 
-from evaluator.kernels.wgmma_family import FAMILIES, HOPPER_SMEM_OPTIN, SPACE, inline_includes, shared_bytes
+from evaluator.kernels.wgmma_family import (
+    FAMILIES,
+    HOPPER_SMEM_OPTIN,
+    SPACE,
+    c_panel,
+    inline_includes,
+    shared_bytes,
+)
 from evaluator.record import GpuInfo
 from evaluator.static_check import check_source
 
@@ -290,3 +297,30 @@ def test_the_bench_sweep_offers_192_column_tiles_where_n_is_not_a_multiple():
     rows = load_bench("check_wgmma").configs_for((12288, 4096, 512), sweep=True)
     wide = [(name, reason) for name, p, reason in rows if p and p["bn"] == 192]
     assert wide and any(reason is None for _, reason in wide)
+
+
+NARROW = {**BIG, "bn": 160, "stages": 5, "epi_panels": 2}  # 128x160 tiles: C in 32-column panels
+
+
+def test_bn_160_stages_c_in_32_column_panels_and_fits_a_5_deep_ring():
+    """160 columns are not whole 64-column panels, so C goes out in 32-column TMA boxes (64-byte swizzle):
+    the two-panel ring takes 2 x 128 rows x 32 columns per consumer, which leaves room for 5 stages of
+    128x64 A and 160x64 Bt (the tile and depth of the autotuned cuBLASLt kernel, bench/NOTES.md)."""
+    pp = {**NARROW, "pingpong": 1, "cluster_m": 2}
+    assert c_panel(160) == 32 and c_panel(192) == 64
+    ring = 5 * (128 * 64 * 2 + 160 * 64 * 2)
+    assert shared_bytes(pp) == ring + 2 * 128 * 2 * 32 * 2 + (2 * 5 + 2) * 8 + 1024
+    assert FAMILY.repair(pp)["stages"] == 5
+    for shape in ((12288, 4096, 512), (16384, 16384, 1024), (4096, 320, 1024)):
+        assert FAMILY.check(pp, *shape, H100) is None, shape
+    assert "not a multiple of bn=160" in FAMILY.check({**pp, "epi_panels": 0, "epilogue": 0}, 12288, 4096, 512, H100)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize(
+    "extra", [{"pingpong": 1, "cluster_m": 2}, {"cluster_m": 2}, {"pingpong": 1, "epi_panels": 0, "stages": 4}]
+)
+def test_bn_160_builds_without_spills(extra, tmp_path):
+    params = FAMILY.repair({**NARROW, **extra})
+    assert FAMILY.check(params, 12288, 4096, 512, H100) is None
+    build_without_spills(FAMILY.render(params), tmp_path)

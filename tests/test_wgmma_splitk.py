@@ -69,10 +69,12 @@ def test_split_k_needs_no_c_staging_memory():
     [
         ((64, 64, 12288), {"bm": 64, "bn": 64, "consumers": 1, "split_k": 16, "epilogue": 0}),
         ((1024, 128, 16384), {"bm": 64, "bn": 128, "split_k": 8}),
-        ((4096, 4096, 4096), {"bm": 128, "bn": 256, "cluster_m": 2, "epilogue": 1, "split_k": 1}),
+        ((12288, 4096, 512), {"bm": 128, "bn": 192, "cluster_m": 2, "pingpong": 1, "epi_panels": 2, "split_k": 1}),
+        # 128x192 would need 6 waves (1152 columns' worth) against 4 of 128x256 (1024)
+        ((4096, 4096, 4096), {"bm": 128, "bn": 256, "cluster_m": 2, "pingpong": 0, "epi_panels": 2, "stages": 4}),
         ((1024, 1024, 1024), {"bm": 64, "bn": 128, "consumers": 1, "split_k": 1}),
         ((128, 12288, 256), {"bm": 128, "bn": 128, "consumers": 2, "split_k": 1}),
-        ((12288, 256, 16384), {"bm": 128, "bn": 256, "cluster_m": 2}),
+        ((12288, 256, 16384), {"bm": 128, "bn": 256, "cluster_m": 2, "pingpong": 0}),
     ],
 )
 def test_default_params_follow_the_measured_classes(shape, expect):

@@ -17,13 +17,15 @@ Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the 
 `wgmma_ptx.cuh` inlined, no local `#include "..."` left). `check` accepts only what the template
 static_asserts and the device allows: M % (bm*cluster_m) == 0, N % bn == 0 (or N % 64 == 0 with the
 TMA-store epilogue and no split-K or stream-K: the last tile column reads TMA's zero fill past N and
-stores only the 64-column panels inside N; bn=192 relies on it), K % 64 == 0, at most 128 accumulators
-per consumer thread (192 with pingpong, whose consumer holds a whole tile of up to 128 x 192),
+stores only the C panels that start inside N; bn=160 and 192 rely on it), K % 64 == 0, at most 128
+accumulators per consumer thread (192 with pingpong, whose consumer holds a whole tile of up to 128 x
+192),
 K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with split_k > 1
 (partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on
 H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable cluster),
-persistent=0, cluster_m=1, pingpong=0. epi_panels=2 (stage C one 64-column panel at a time
-through a two-panel ring, so a deeper operand ring fits) needs epilogue=1 and split_k=1.
+persistent=0, cluster_m=1, pingpong=0. epi_panels=2 (stage C one panel at a time through a
+two-panel ring, so a deeper operand ring fits) needs epilogue=1 and split_k=1. C panels are 64
+columns, 32 when bn=160 (`c_panel`).
 `shared_bytes` is the exact dynamic shared memory the kernel requests. A parameter set without
 `split_k`, `split_dsmem`, `epi_panels` or `stream_k` (archived before they existed) means 1 / 0 / 0 /
 0, which renders the same kernel as before. stream_k=1 needs persistent=1, split_k=1, pingpong=0.
@@ -43,8 +45,8 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
 SPACE: dict[str, tuple] = {
     "bm": (64, 128, 256),
-    "bn": (64, 128, 192, 256),
-    "stages": (2, 3, 4, 5, 6, 7, 8),
+    "bn": (64, 128, 160, 192, 256),
+    "stages": (2, 3, 4, 5, 6, 7, 8, 10, 12),
     "consumers": (1, 2),
     "group_m": (1, 2, 4, 8, 16),
     "persistent": (0, 1),
@@ -111,12 +113,17 @@ def time_features(params: Params) -> list[float]:
     ]
 
 
+def c_panel(bn: int) -> int:
+    """Columns per C panel, one TMA store box (mirrors C_PANEL in the template)."""
+    return 64 if bn % 64 == 0 else 32
+
+
 def shared_bytes(params: Params) -> int:
     """Dynamic shared memory the kernel requests for `params` (mirrors SMEM_BYTES in the template)."""
     bm, bn, stages = params["bm"], params["bn"], params["stages"]
     ring = stages * (bm * BK * 2 + bn * BK * 2)
     split = params.get("split_k", 1)
-    cols = 64 * params["epi_panels"] if params.get("epi_panels", 0) else bn  # staged C columns per consumer
+    cols = c_panel(bn) * params["epi_panels"] if params.get("epi_panels", 0) else bn  # staged C columns per consumer
     c_stage = params["consumers"] * wg_rows(params) * cols * 2 if params["epilogue"] and split == 1 else 0
     parked = bm * (bn + 8) * 4 if params.get("split_dsmem", 0) and split > 1 else 0  # reuses the ring
     return max(ring + c_stage, parked) + (2 * stages + 2) * 8 + 1024
@@ -199,6 +206,10 @@ class WgmmaFamily(Family):
             return f"{self.name}: wgmma needs compute capability 9.x (sm_90a), GPU has {gpu.cc}"
         return None
 
+    def smem_bytes(self, params: Params) -> int:
+        """Shared memory the kernel requests (the analytic model's occupancy input)."""
+        return shared_bytes({**OPTIONAL, **params})
+
     def time_factor(self, params: Params, gpu_name: str | None = None) -> float:
         """Correction to the analytic model's time for `params` on `gpu_name` (see `factors_for`)."""
         values = time_features({**OPTIONAL, **params})
@@ -241,7 +252,9 @@ class WgmmaFamily(Family):
         when no tile divides it.
 
         - Enough 128x256 tiles for every SM (and M % 256 == 0): 128x256, two consumers, 2x1 cluster
-          with multicast Bt, TMA-store epilogue (0.97-0.98x cuBLAS at 4096^3 and 8192x8192x4096).
+          with multicast Bt, TMA-store epilogue through the two-panel C ring (0.97-0.98x cuBLAS at
+          4096^3 and 8192x8192x4096); where 128x192 tiles need no more columns of waves (waves x tile
+          width) than 128x256, ping-pong 128x192 tiles (H100: 3-7% faster on five of six large shapes).
         - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
         - Otherwise the tile with the least estimated time: waves (ceil(tiles / #SMs)) x per-tile cost,
           cost = tile area / measured relative efficiency (128x256: 1.0, 128x128: 0.8, 64x128: 0.55,
@@ -265,8 +278,17 @@ class WgmmaFamily(Family):
 
         bm, bn, consumers, tiles = min(fits, key=est)
         params = {**base, "bm": bm, "bn": bn, "consumers": consumers}
+        if (bm, bn) == (128, 256):
+            # C through the two-panel ring leaves room for a 4-deep ring (3 with the whole tile staged);
+            # H100: 12288x256x16384 191 -> 181 us, 512x8192x2048 29.9 -> 27.8 us (bench/NOTES.md).
+            params["epi_panels"] = 2
         if (bm, bn) == (128, 256) and M % 256 == 0:
             params["cluster_m"] = 2
+            waves_192, waves_256 = -(-(M // 128) * -(-N // 192) // sms), -(-tiles // sms)
+            if waves_192 * 192 <= waves_256 * 256:
+                # Each consumer its own 128x192 tile, 2x1 cluster, C through the panel ring (H100:
+                # 12288x4096x512 86.4 -> 80.8 us, 16384x16384x1024 761 -> 741 us; bench/NOTES.md).
+                params.update(bn=192, pingpong=1, epi_panels=2)
         if k_blocks <= 4 and M % 128 == 0 and N % 128 == 0 and (M // 128) * (N // 128) >= 2 * sms:
             # Short K, many tiles: the epilogue costs as much as the main loop, and ping-pong consumers
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).

@@ -8,10 +8,11 @@
 // persistent when HG_PERSISTENT (grid = #SMs, static stride over tiles in grouped raster order of
 // HG_GROUP_M tile rows), one tile per CTA otherwise. With HG_CLUSTER_M == 2 two CTAs stacked along M
 // form a cluster and share each Bt tile through TMA multicast (each loads half). The epilogue
-// writes fp16 straight from registers (HG_EPILOGUE 0) or with stmatrix into 128-byte-swizzled
-// shared memory and a TMA store (HG_EPILOGUE 1): the whole tile at once, or with HG_EPI_PANELS = 2
-// one 64-column panel at a time through a two-panel ring per consumer (less shared memory, so a
-// deeper ring). With HG_SPLIT_K > 1 every (tile, K-slice) pair is a work unit: the unit's fp32
+// writes fp16 straight from registers (HG_EPILOGUE 0) or with stmatrix into swizzled shared memory
+// and TMA stores of C panels (HG_EPILOGUE 1; 64-column panels, 128-byte swizzle, or 32-column
+// panels, 64-byte swizzle, when BN = 160): the whole tile at once, or with HG_EPI_PANELS = 2 one
+// panel at a time through a two-panel ring per consumer (less shared memory, so a deeper ring).
+// With HG_SPLIT_K > 1 every (tile, K-slice) pair is a work unit: the unit's fp32
 // partial tile goes straight from registers to the workspace (slice-major SPLIT_K x M x N floats)
 // and a second kernel sums the slices into C (launched with programmatic dependent launch when
 // HG_PDL, so its launch overlaps the main kernel's tail). With HG_SPLIT_DSMEM the SPLIT_K slices
@@ -28,7 +29,7 @@
 // Invariants: A is M x K row-major and Bt is N x K row-major (both K-major); BK = 64 so each tile
 // row is exactly one 128-byte swizzle row; hgemm_supports requires M % (BM*CLUSTER_M) == 0,
 // N % BN == 0 (or, with N_TAIL, N % 64 == 0: the last tile column reads zeros past N, TMA's
-// out-of-bounds fill, and its 64-column C panels past N are not stored), K % 64 == 0,
+// out-of-bounds fill, and its C panels that start past N are not stored), K % 64 == 0,
 // K / 64 >= SPLIT_K (no empty slice: every partial is written in full, so the garbage workspace
 // never reaches C), SPLIT_K * M * N * 4 bytes of workspace (none with
 // HG_SPLIT_DSMEM, which also needs SPLIT_K <= 8, one CTA per work unit and no multicast) and a
@@ -108,7 +109,8 @@ constexpr int B_BYTES = BN * BK * 2;
 constexpr int B_SLICE = BN / CLUSTER_M;  // Bt rows this CTA loads (and multicasts) per stage
 constexpr bool STREAM_K = HG_STREAM_K != 0;  // last tiles split into equal k-block ranges per CTA
 constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two 64-column panels
-constexpr int C_COLS = EPI_PANELS ? 64 * EPI_PANELS : BN;  // staged columns per consumer
+constexpr int C_PANEL = BN % 64 ? 32 : 64;  // columns per C panel (one TMA store box)
+constexpr int C_COLS = EPI_PANELS ? C_PANEL * EPI_PANELS : BN;  // staged columns per consumer
 constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * C_COLS * 2 : 0;
 // N need not be a multiple of BN when every C store is a TMA store of 64-column panels (TMA clips
 // at N): no split-K or stream-K partials, no direct stores.
@@ -131,7 +133,7 @@ constexpr int SMEM_BYTES = OFF_BAR + (2 * STAGES + 2) * 8 + 1024;
 static_assert(WG_ROWS == 64 || WG_ROWS == 128, "BM / CONSUMERS must be 64 or 128");
 // A ping-pong consumer holds its whole tile: up to 128 x 192 (192 accumulators; setmaxnreg gives it 232).
 static_assert(M_ITERS * BN / 2 <= (PINGPONG ? 192 : 128), "accumulators exceed 128 per thread (192 in ping-pong)");
-static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN must be 64, 128, 192 or 256");
+static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "BN must be 64, 128, 160, 192 or 256");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong needs two consumer warpgroups");
 static_assert(B_SLICE % 8 == 0, "multicast slice must be whole 8-row swizzle groups");
@@ -256,11 +258,13 @@ __device__ __forceinline__ void for_each_pair(float (&acc)[M_ITERS][BN / 2], int
   }
 }
 
-// Byte offset of (row r, column c) in a staging area of 64-column panels, each WG_ROWS rows x 128
-// bytes, 128-byte swizzled (16-byte chunk index XOR row % 8) exactly as TMA expects for SWIZZLE_128B.
+// Byte offset of (row r, column c) in a staging area of C_PANEL-column panels, each WG_ROWS rows x
+// 2*C_PANEL bytes, swizzled exactly as TMA expects: 16-byte chunk index XOR row % 8 (SWIZZLE_128B,
+// 64-column panels) or XOR (row / 2) % 4 (SWIZZLE_64B, 32-column panels; address bits 7-8).
 __device__ __forceinline__ uint32_t staged_offset(int r, int c) {
-  const int panel = c / 64, chunk = (c % 64) / 8;
-  return panel * WG_ROWS * 128 + r * 128 + ((chunk ^ (r % 8)) * 16);
+  const int panel = c / C_PANEL, chunk = (c % C_PANEL) / 8;
+  if constexpr (C_PANEL == 64) return panel * WG_ROWS * 128 + r * 128 + ((chunk ^ (r % 8)) * 16);
+  return panel * WG_ROWS * 64 + r * 64 + ((chunk ^ ((r / 2) % 4)) * 16);
 }
 
 // Accumulator columns [8*j0, 8*j1) as fp16 into the staging area at shared address `base` (column
@@ -294,22 +298,22 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   // the count of groups stays one per panel.
   uint8_t* ring = c_smem + wg * WG_ROWS * C_COLS * 2;
 #pragma unroll
-  for (int p = 0; p < BN / 64; ++p, ++panels) {
-    uint8_t* buf = ring + (panels % EPI_PANELS) * WG_ROWS * 128;
+  for (int p = 0; p < BN / C_PANEL; ++p, ++panels) {
+    uint8_t* buf = ring + (panels % EPI_PANELS) * WG_ROWS * C_PANEL * 2;
     if (wg_thread == 0) tma_store_wait_read<EPI_PANELS - 1>();
     named_bar_sync(1 + wg, 128);
-    stage_columns(acc, smem_u32(buf), 8 * p, 8 * p + 8, wg_thread);
+    stage_columns(acc, smem_u32(buf), (C_PANEL / 8) * p, (C_PANEL / 8) * p + C_PANEL / 8, wg_thread);
     fence_proxy_async_smem();
     named_bar_sync(1 + wg, 128);
     if (wg_thread == 0) {
-      if (col0 + p * 64 < N) tma_store_2d(tmC, smem_u32(buf), col0 + p * 64, row0);
+      if (col0 + p * C_PANEL < N) tma_store_2d(tmC, smem_u32(buf), col0 + p * C_PANEL, row0);
       tma_store_commit();
     }
   }
 #elif HG_EPILOGUE
   (void)C;
   (void)panels;
-  // This warpgroup's staging buffer holds the whole tile: BN/64 panels; those past N are not stored.
+  // This warpgroup's staging buffer holds the whole tile: BN/C_PANEL panels; those past N are not stored.
   uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
   if (wg_thread == 0) tma_store_wait_read<0>();  // previous tile's store has finished reading buf
   named_bar_sync(1 + wg, 128);
@@ -318,8 +322,9 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   named_bar_sync(1 + wg, 128);
   if (wg_thread == 0) {
 #pragma unroll
-    for (int p = 0; p < BN / 64; ++p)
-      if (col0 + p * 64 < N) tma_store_2d(tmC, smem_u32(buf + p * WG_ROWS * 128), col0 + p * 64, row0);
+    for (int p = 0; p < BN / C_PANEL; ++p)
+      if (col0 + p * C_PANEL < N)
+        tma_store_2d(tmC, smem_u32(buf + p * WG_ROWS * C_PANEL * 2), col0 + p * C_PANEL, row0);
     tma_store_commit();
   }
 #else
@@ -660,16 +665,17 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-// Row-major rows x cols fp16 matrix, boxes of box_rows x 64 columns, 128-byte swizzle.
-bool make_map(CUtensorMap* map, const void* ptr, int rows, int cols, int box_rows) {
+// Row-major rows x cols fp16 matrix, boxes of box_rows x box_cols (64: 128-byte swizzle, 32: 64-byte).
+bool make_map(CUtensorMap* map, const void* ptr, int rows, int cols, int box_rows, int box_cols = 64) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = encode_fn();
   if (encode == nullptr) return false;
   cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
-  cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  const CUtensorMapSwizzle swizzle = box_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   cuuint32_t estr[2] = {1, 1};
   CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(ptr), dims, strides, box, estr,
-                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
@@ -710,7 +716,7 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
     return static_cast<int>(cudaErrorInvalidValue);
   float* partial = static_cast<float*>(workspace);
   CUtensorMap tmA, tmB, tmC;
-  if (!make_map(&tmA, A, M, K, BM) || !make_map(&tmB, Bt, N, K, B_SLICE) || !make_map(&tmC, C, M, N, WG_ROWS))
+  if (!make_map(&tmA, A, M, K, BM) || !make_map(&tmB, Bt, N, K, B_SLICE) || !make_map(&tmC, C, M, N, WG_ROWS, C_PANEL))
     return static_cast<int>(cudaErrorInvalidValue);
   cudaError_t e = cudaFuncSetAttribute(hgemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return static_cast<int>(e);
