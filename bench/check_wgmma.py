@@ -87,7 +87,7 @@ CONFIGS: dict[str, dict] = {
     "pp160": {**_BASE, "bn": 160, "stages": 5, "pingpong": 1, "epi_panels": 2},
     "coop160_cl2": {**_BASE, "bn": 160, "stages": 5, "epi_panels": 2, "cluster_m": 2},
     "pp160_whole": {**_BASE, "bn": 160, "stages": 4, "pingpong": 1, "cluster_m": 2},
-    # 64x64 tiles with a deep ring (the autotuned cuBLASLt kernel for 2048x256x4096 keeps 13 stages)
+    # 64x64 tiles with a deep ring (cuBLASLt's heuristic kernel for 2048x256x4096 keeps 13 stages)
     "m64n64_s8": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8},
     "m64n64_s12": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 12},
     "m64n64_s12_cl2": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 12, "cluster_m": 2},
