@@ -282,13 +282,13 @@ class WgmmaFamily(Family):
             # C through the two-panel ring leaves room for a 4-deep ring (3 with the whole tile staged);
             # H100: 12288x256x16384 191 -> 181 us, 512x8192x2048 29.9 -> 27.8 us (bench/NOTES.md).
             params["epi_panels"] = 2
-        if (bm, bn) == (128, 256) and M % 256 == 0:
-            params["cluster_m"] = 2
-            waves_192, waves_256 = -(-(M // 128) * -(-N // 192) // sms), -(-tiles // sms)
-            if waves_192 * 192 <= waves_256 * 256:
-                # Each consumer its own 128x192 tile, 2x1 cluster, C through the panel ring (H100:
-                # 12288x4096x512 86.4 -> 80.8 us, 16384x16384x1024 761 -> 741 us; bench/NOTES.md).
-                params.update(bn=192, pingpong=1, epi_panels=2)
+            if M % 256 == 0:
+                params["cluster_m"] = 2
+                waves_192, waves_256 = -(-(M // 128) * -(-N // 192) // sms), -(-tiles // sms)
+                if waves_192 * 192 <= waves_256 * 256:
+                    # Each consumer its own 128x192 tile (H100: 12288x4096x512 86.4 -> 80.8 us,
+                    # 16384x16384x1024 761 -> 741 us; bench/NOTES.md).
+                    params.update(bn=192, pingpong=1)
         if k_blocks <= 4 and M % 128 == 0 and N % 128 == 0 and (M // 128) * (N // 128) >= 2 * sms:
             # Short K, many tiles: the epilogue costs as much as the main loop, and ping-pong consumers
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).

@@ -112,8 +112,8 @@ constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring
 constexpr int C_PANEL = BN % 64 ? 32 : 64;  // columns per C panel (one TMA store box)
 constexpr int C_COLS = EPI_PANELS ? C_PANEL * EPI_PANELS : BN;  // staged columns per consumer
 constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * C_COLS * 2 : 0;
-// N need not be a multiple of BN when every C store is a TMA store of 64-column panels (TMA clips
-// at N): no split-K or stream-K partials, no direct stores.
+// N need not be a multiple of BN when every C store is a TMA store of C panels (TMA clips at N): no
+// split-K or stream-K partials, no direct stores.
 constexpr bool N_TAIL = HG_EPILOGUE && SPLIT_K == 1 && !STREAM_K;
 [[maybe_unused]] constexpr int SLOT_READERS = (PINGPONG ? 1 : CONSUMERS) * 4 * CLUSTER_M;  // warps that free each ring slot
 // Shared layout (from a 1024-aligned base): A ring, B ring, C staging, full, empty, order bars.
