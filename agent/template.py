@@ -13,11 +13,15 @@ measured/predicted ratio of the configuration an option grew from (else its fami
 ratio), so the model ranks locally and measurements anchor it. Each search's first batch holds
 the nearest shape's winner, the model's favourite retrieved winners and every family's
 best-ranked option, also when the archive already holds attempts of the shape. A share of each batch (`explore`) is drawn at random
-from the rest of the pool so the model's blind spots still get measured.
+from the rest of the pool so the model's blind spots still get measured. An archived configuration
+whose family now renders a different source (the template changed since it was measured) is stale:
+its old time still anchors the model and picks elites, and the first batch re-measures the
+`refresh` fastest stale configurations within `REFRESH_WITHIN` of the shape's best, so a template
+improvement reaches the shapes it helps.
 
 Invariants: deterministic for a given seed and sequence of calls; never proposes the same
 (family, params) twice in one run, nor a kernel the archive already holds for this shape
-and GPU; every candidate is `Candidate(source=family.render(params), proposer="template",
+and GPU (a stale configuration comes back only with its new source); every candidate is `Candidate(source=family.render(params), proposer="template",
 family, params, parents=[hashes of the configurations it came from])`. `exhausted` turns
 True when no new valid configuration is left, or when the best measured time has not
 improved for `patience` observed batches and the model expects nothing better in the pool.
@@ -33,7 +37,7 @@ from typing import Any
 
 from agent.model import predict_us
 from agent.proposer import Candidate, ProposalContext
-from evaluator.record import EvalRecord, GpuInfo
+from evaluator.record import EvalRecord, GpuInfo, kernel_hash
 
 Key = tuple[str, tuple[tuple[str, Any], ...]]
 
@@ -48,6 +52,9 @@ def config_key(family: str, params: dict[str, Any]) -> Key:
 # every family gets its try (launch and setup costs the model knows least about decide there).
 FAMILY_REACH = 3.0
 REACH_FLOOR_US = 20.0
+# A template change moves a configuration's time by a few percent: only configurations measured within
+# this factor of the shape's best are worth measuring again as they render now.
+REFRESH_WITHIN = 1.10
 
 
 @dataclass
@@ -55,7 +62,7 @@ class _Option:
     family: str
     params: dict[str, Any]
     parents: list[str] = field(default_factory=list)
-    origin: str = ""  # "default", "retrieved", "neighbour", "crossover", "random"
+    origin: str = ""  # "default", "retrieved", "neighbour", "crossover", "random", "refresh"
     nearness: int = 0  # a retrieved option's place in retrieval order, nearest shape first
     score: float = math.inf
 
@@ -85,6 +92,11 @@ def _hash_of(row: dict[str, Any]) -> str | None:
     return row.get("kernel_hash") or row.get("hash") or row.get("kernel")
 
 
+def _row_key(row: dict[str, Any]) -> Key | None:
+    fam, params = row.get("family"), row.get("params")
+    return config_key(fam, params) if isinstance(fam, str) and isinstance(params, dict) else None
+
+
 def archive_attempts(archive: Any, M: int, N: int, K: int, gpu: GpuInfo) -> list[dict[str, Any]]:
     """The archive's records of this shape on this GPU (`Archive.attempts`), as dicts with at least
     kernel, family, params, correct, failure_kind and offline_us; empty without an archive."""
@@ -108,6 +120,7 @@ class TemplateProposer:
         elites: int = 4,
         random_samples: int = 48,
         retrieve_k: int = 5,
+        refresh: int = 2,
         other_gpus: bool = True,
         model: Callable[..., float] = predict_us,
     ) -> None:
@@ -119,6 +132,7 @@ class TemplateProposer:
         self.elites = elites
         self.random_samples = random_samples
         self.retrieve_k = retrieve_k
+        self.refresh = refresh
         self.other_gpus = other_gpus
         self.model = model
         self._shape: tuple[int, int, int, str] | None = None
@@ -140,6 +154,7 @@ class TemplateProposer:
         self.family_fails: dict[str, int] = {}
         self.seeds: list[_Option] = []
         self.skip_hashes: set[str] = set()
+        self.outdated: dict[Key, str] = {}  # archived configurations whose source changed -> old kernel hash
         self._seen_results: set[tuple[str, str]] = set()  # (hash, created) already ingested
         self.best_us = math.inf
         self.stale = 0
@@ -157,12 +172,30 @@ class TemplateProposer:
             return
         self._shape = shape
         self.reset()
-        for row in archive_attempts(ctx.archive, ctx.M, ctx.N, ctx.K, ctx.gpu):
-            h = _hash_of(row)
-            if h:
-                self.skip_hashes.add(h)
+        rows = archive_attempts(ctx.archive, ctx.M, ctx.N, ctx.K, ctx.gpu)
+        self.skip_hashes = {h for h in map(_hash_of, rows) if h}
+        current = {k: self._current_hash(k) for k in {_row_key(r) for r in rows} - {None}}
+        fresh = {k for r in rows if (k := _row_key(r)) and current.get(k) == _hash_of(r)}
+        for row in rows:
+            key = _row_key(row)
+            if key in fresh and current[key] != _hash_of(row):
+                self.proposed.add(key)  # an older source of a configuration measured as it renders now
+                continue
             self._ingest_row(row)
+            if key in self.measured and key not in fresh and current.get(key):
+                self.outdated[key] = _hash_of(row) or ""
         self.seeds = self._seed_options(ctx)
+
+    def _current_hash(self, key: Key) -> str | None:
+        """Hash of the source the family renders now for an archived configuration (None if it cannot)."""
+        fam = self.families.get(key[0])
+        params = dict(key[1])
+        if fam is None or not _in_space(fam.space, params):
+            return None
+        try:
+            return kernel_hash(fam.render(params))
+        except (KeyError, ValueError, TypeError):
+            return None
 
     def _seed_options(self, ctx: ProposalContext) -> list[_Option]:
         seeds: list[_Option] = []
@@ -232,6 +265,9 @@ class TemplateProposer:
             self.key_hash[key], self.hash_key[cand.hash] = cand.hash, key
             self.proposed.add(key)
             t = _record_time(rec)
+            if key in self.outdated and cand.hash != self.outdated[key]:
+                del self.outdated[key]  # re-measured as it renders now: that time replaces the old one
+                self.measured.pop(key, None)
             if t is None:
                 if rec.failure_kind != "unsupported_shape":
                     self.failed.add(key)
@@ -251,17 +287,24 @@ class TemplateProposer:
             self.observe(ctx.history)
         if n <= 0 or self.exhausted:
             return []
+        first = self.batches == 0  # this search's first batch, even when the archive already holds attempts
+        out: list[Candidate] = []
+        if first:  # the fastest configurations measured with an older source, as they render now
+            near = [k for k in self.outdated if self.measured[k] <= self.best_us * REFRESH_WITHIN]
+            for key in sorted(near, key=lambda k: (self.measured[k], k[0], repr(k[1])))[: min(self.refresh, n)]:
+                cand = self._candidate(_Option(key[0], dict(key[1]), [self.outdated[key]], "refresh"))
+                if cand is not None:
+                    out.append(replace(cand, note=f"refresh; {self.measured[key]:.1f} us with the older source"))
         pool = self._pool(ctx)
         if not pool:
-            self.exhausted = True
-            return []
+            self.exhausted = not out
+            self.batches += 1
+            return out
         ranked = sorted(pool.values(), key=lambda o: (o.score, o.family, repr(sorted(o.params.items()))))
-        if self.stale >= self.patience and ranked[0].score >= self.best_us:
+        if self.stale >= self.patience and ranked[0].score >= self.best_us and not out:
             self.exhausted = True
             return []
-        first = self.batches == 0  # this search's first batch, even when the archive already holds attempts
         self.batches += 1
-        out: list[Candidate] = []
         while len(out) < n and ranked:
             chosen = self._choose(ranked, n - len(out), first=first)
             first = False

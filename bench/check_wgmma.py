@@ -59,6 +59,7 @@ CONFIGS: dict[str, dict] = {
     "cluster_epi": {**_BASE, "bn": 128, "stages": 6, "cluster_m": 2},
     "bm256": {**_BASE, "bm": 256, "bn": 128, "stages": 4, "epilogue": 0},
     "one_consumer": {**_BASE, "consumers": 1, "bn": 128, "stages": 5},
+    "one_consumer_cl2": {**_BASE, "consumers": 1, "bn": 128, "stages": 5, "cluster_m": 2},
     "pingpong": {**_BASE, "bn": 128, "stages": 4, "pingpong": 1},
     "pingpong64": {**_BASE, "bm": 64, "bn": 256, "stages": 4, "pingpong": 1},
     "cluster_256": {**_BASE, "bn": 256, "stages": 3, "cluster_m": 2},

@@ -8,6 +8,9 @@ whose reported kernel changed since is checked again, and its old entry dropped)
 
 Usage: python bench/sanitize_best.py bench/results/grid100.json --out bench/results/sanitize.json
        [--skip-shapes FILE]   (shapes, one 'M N K' per line, already sanitized elsewhere)
+       [--shard I/N]          (only the shapes at positions I, I+N, ... of the cheapest-first order, so
+                               N processes with their own --out share one GPU; merge with --merge)
+       python bench/sanitize_best.py REPORT --out OUT.json --merge PART.json [PART.json ...]
 """
 
 from __future__ import annotations
@@ -26,7 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("report", type=Path, help="sweep report JSON")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--skip-shapes", type=Path, default=None, help="shapes already sanitized ('M N K' lines)")
+    ap.add_argument("--shard", default="0/1", help="I/N: check every N-th shape starting at I (default 0/1)")
+    ap.add_argument("--merge", type=Path, nargs="+", default=None, help="shard outputs to merge into --out")
     args = ap.parse_args(argv)
+    index, count = (int(x) for x in args.shard.split("/"))
+    if not 0 <= index < count:
+        ap.error(f"--shard {args.shard}: need 0 <= I < N")
 
     from agent.sweep import read_grid
     from archive import Archive
@@ -37,14 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     done = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}
     reported = {(r["M"], r["N"], r["K"]): r.get("kernel") for r in rows}
     done["rows"] = [r for r in done["rows"] if reported.get((r["M"], r["N"], r["K"]), r["kernel"]) == r["kernel"]]
+    if args.merge:
+        return merge(done, args.merge, reported, args.out)
     checked = {(r["M"], r["N"], r["K"]) for r in done["rows"]}
+    mine = {(r["M"], r["N"], r["K"]) for r in rows[index::count]}
     started = time.time()
     with LocalEvaluator() as ev, Archive() as archive:
         info = ev.gpu_info()
         done.update(gpu=info.name, driver=info.driver, date=time.strftime("%Y-%m-%d"))
         for row in rows:
             shape = (row["M"], row["N"], row["K"])
-            if shape in checked or shape in skip or not row.get("kernel"):
+            if shape in checked or shape in skip or shape not in mine or not row.get("kernel"):
                 continue
             kernel = archive.kernel(row["kernel"])
             if kernel is None:
@@ -61,6 +72,25 @@ def main(argv: list[str] | None = None) -> int:
     bad = [r for r in done["rows"] if not r["ok"]]
     print(f"{len(done['rows'])} kernels checked, {len(bad)} failed, {time.time() - started:.0f} s", flush=True)
     return 1 if bad else 0
+
+
+def merge(done: dict, parts: list[Path], reported: dict, out: Path) -> int:
+    """Add the shard outputs' entries for the reported kernels to `done` (a later entry of a shape wins)."""
+    rows = {(r["M"], r["N"], r["K"]): r for r in done["rows"]}
+    for part in parts:
+        doc = json.loads(part.read_text())
+        for key in ("gpu", "driver", "date"):
+            done[key] = doc.get(key, done.get(key))
+        for r in doc["rows"]:
+            shape = (r["M"], r["N"], r["K"])
+            if reported.get(shape) == r["kernel"]:
+                rows[shape] = r
+    done["rows"] = sorted(rows.values(), key=lambda r: r["M"] * r["N"] * r["K"])
+    out.write_text(json.dumps(done, indent=1))
+    missing = [s for s, k in reported.items() if k and s not in rows]
+    bad = [r for r in done["rows"] if not r["ok"]]
+    print(f"{len(done['rows'])} kernels checked, {len(bad)} failed, {len(missing)} reported kernels not checked")
+    return 1 if bad or missing else 0
 
 
 if __name__ == "__main__":

@@ -258,6 +258,52 @@ def test_archive_attempts_are_skipped_and_seed_the_search():
     archive.close()
 
 
+
+@dataclasses.dataclass
+class Revised(Timed):
+    """A timed family whose template carries a revision line: a new revision renders new sources."""
+
+    revision: str = "r1"
+
+    def render(self, params):
+        return f"// revision {self.revision}\n" + super().render(params)
+
+
+def test_configurations_measured_with_an_older_template_are_measured_again():
+    from archive import Archive
+
+    shape = (2048, 1024, 1024)
+
+    def families(revision):
+        inner = FAMILIES["mma_ms"]
+        fam = Revised(name="mma_ms", template=inner.template, space=inner.space, min_cc=inner.min_cc, revision=revision)
+        fam.inner, fam.shape = inner, shape
+        return {"mma_ms": fam}
+
+    archive = Archive()
+    evaluator = StandinEvaluator()
+    _, old = drive(TemplateProposer(families("r1"), seed=5), evaluator, *shape, rounds=2, archive=archive)
+    by_time = sorted((r.median_us("offline"), c.hash, c.params) for c, r in old if r.ok)
+
+    renewed = TemplateProposer(families("r2"), seed=5, refresh=2)
+    proposed, _ = drive(renewed, evaluator, *shape, rounds=1, archive=archive)
+    first_two = proposed[:2]
+    assert [c.params for c in first_two] == [p for _, _, p in by_time[:2]], "the two fastest, fastest first"
+    assert [c.parents for c in first_two] == [[h] for _, h, _ in by_time[:2]], "each names its older source"
+    assert all(c.source.startswith("// revision r2") for c in proposed)
+    assert not {config_key("mma_ms", c.params) for c in proposed[2:]} & {
+        config_key("mma_ms", c.params) for c in first_two
+    }
+
+    again = TemplateProposer(families("r2"), seed=5, refresh=2)  # both now archived as they render
+    proposed_again, _ = drive(again, evaluator, *shape, rounds=1, archive=archive)
+    assert not {c.hash for c in proposed_again} & {c.hash for c in proposed}
+    assert not {config_key("mma_ms", c.params) for c in proposed_again} & {
+        config_key("mma_ms", c.params) for c in first_two
+    }, "a configuration re-measured as it renders now is not measured a third time"
+    archive.close()
+
+
 def test_through_the_search_loop():
     from agent.loop import Budget, optimize
     from archive import Archive

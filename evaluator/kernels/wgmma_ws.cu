@@ -429,7 +429,9 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   // could take a slot's phase from two rounds earlier for its own.
   const uint32_t order_bar = empty_bar + STAGES * 8;
 
-  const int wg = threadIdx.x / 128;
+  // Warp-uniform by construction (a shuffle from lane 0): branches on it stay uniform, so the
+  // consumer's ring position and wgmma descriptors can live in uniform registers.
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   const int wg_thread = threadIdx.x % 128;
   const uint32_t rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;  // position in an M multicast pair
 
