@@ -83,7 +83,7 @@ def make_proposers(kind: str, config: Config) -> list[Any]:
     if kind.endswith("template"):
         from agent.template import TemplateProposer
 
-        proposers.append(TemplateProposer(seed=config.search.seed))
+        proposers.append(TemplateProposer(seed=config.search.seed, refresh=config.search.refresh))
     return proposers
 
 

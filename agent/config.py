@@ -65,6 +65,7 @@ class SearchConfig:
     finalists: int = 2  # best quick results per round re-evaluated at the full stage
     patience: int = 3  # a proposer with this many rounds in a row of nothing new is retired
     seed: int = 0
+    refresh: int = 2  # template proposer: archived configurations re-measured when their template changed
 
 
 @dataclass

@@ -260,6 +260,7 @@ def run_sweep(
     budget_minutes: float | None = None,
     resume: bool = True,
     seed: int = 0,
+    refresh: int = 2,
     progress: bool = True,
     proposer_factory: Any = None,
     sanitize: bool = False,
@@ -272,7 +273,7 @@ def run_sweep(
     from agent.loop import Budget, optimize
     from agent.template import TemplateProposer
 
-    make = proposer_factory or (lambda: [TemplateProposer(seed=seed)])
+    make = proposer_factory or (lambda: [TemplateProposer(seed=seed, refresh=refresh)])
     gpu = evaluator.gpu_info().name
     rows: list[dict[str, Any]] = []
     bar = _progress(progress)
@@ -386,6 +387,10 @@ def sweep_command(
     out: Path = typer.Option(DEFAULT_OUT, "--out", help="directory for <name>.json, .md and .png"),
     name: str = typer.Option(None, "--name", help="report name (default: the grid file's stem)"),
     seed: int = typer.Option(0, "--seed", help="template proposer seed"),
+    refresh: int = typer.Option(
+        2, "--refresh", min=0, help="re-measure this many of a shape's fastest configurations whose template changed since "
+        "they were archived (0: never)"
+    ),
     sanitize: bool = typer.Option(
         False, "--sanitize", help="run compute-sanitizer memcheck and racecheck on each shape's winner (the next best if it fails)"
     ),
@@ -424,6 +429,7 @@ def sweep_command(
             budget_minutes=budget_minutes,
             resume=resume,
             seed=seed,
+            refresh=refresh,
             sanitize=sanitize,
             on_row=lambda so_far: write_report(so_far, out, report_name, plot_png=False),
             objective=objective,

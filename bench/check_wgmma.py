@@ -92,6 +92,20 @@ CONFIGS: dict[str, dict] = {
     "m64n64_s8": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8},
     "m64n64_s12": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 12},
     "m64n64_s12_cl2": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 12, "cluster_m": 2},
+    # 64x32 tiles with a 16-deep ring (cuBLASLt's kernel for 128x2048x1024: 64x32, 16 stages, 2x1)
+    "slim16_cl2": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 16, "cluster_m": 2},
+    "slim16": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 16},
+    "slim8_cl2": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 8, "cluster_m": 2},
+    "slim16_cl2_np": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 16, "cluster_m": 2, "persistent": 0},
+    "m64n64_s16_cl2": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 16, "cluster_m": 2},
+    # how a 2x1 cluster shares Bt: halves multicast by each CTA (the template), none, or whole tiles by turns
+    "m64n64_s8_cl2": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
+    "m64n64_s8_cl2_nomc": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
+    "m64n64_s8_cl2_mcwhole": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
+    "one_consumer_cl2_nomc": {**_BASE, "consumers": 1, "bn": 128, "stages": 5, "cluster_m": 2},
+    "one_consumer_cl2_mcwhole": {**_BASE, "consumers": 1, "bn": 128, "stages": 5, "cluster_m": 2},
+    "wide_pp_cl2_nomc": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
+    "wide_pp_cl2_mcwhole": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
 }  # fmt: skip
 SMS = 132
 
@@ -200,12 +214,17 @@ def configs_for(
 def source_for(name: str, params: dict) -> str:
     """Rendered kernel; a name ending in `_nopdl` also turns off programmatic dependent launch of the
     split-K reduction, one ending in `_nowave` gives stream-K only the last partial wave (without one
-    full wave more): template switches, not family parameters, to measure what they buy."""
+    full wave more), `_nomc` / `_mcwhole` make a 2x1 cluster load Bt without multicast / multicast whole Bt
+    tiles by turns: template switches, not family parameters, to measure what they buy."""
     source = FAMILY.render(params)
     if name.endswith("_nopdl"):
         return "#define HG_PDL 0\n" + source
     if name.endswith("_nowave"):
         return "#define HG_SK_WAVE 0\n" + source
+    if name.endswith("_nomc"):
+        return "#define HG_B_MULTICAST 0\n" + source
+    if name.endswith("_mcwhole"):
+        return "#define HG_B_MULTICAST 2\n" + source
     return source
 
 

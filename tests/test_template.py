@@ -301,6 +301,9 @@ def test_configurations_measured_with_an_older_template_are_measured_again():
     assert not {config_key("mma_ms", c.params) for c in proposed_again} & {
         config_key("mma_ms", c.params) for c in first_two
     }, "a configuration re-measured as it renders now is not measured a third time"
+
+    never = TemplateProposer(families("r3"), seed=5, refresh=0)  # refresh=0: a changed template alone re-measures nothing
+    assert not [c for c in never.propose(ctx(*shape, archive=archive), 8) if c.note.startswith("refresh")]
     archive.close()
 
 

@@ -324,3 +324,29 @@ def test_bn_160_builds_without_spills(extra, tmp_path):
     params = FAMILY.repair({**NARROW, **extra})
     assert FAMILY.check(params, 12288, 4096, 512, H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)
+
+
+SLIM = {**BIG, "bm": 64, "bn": 32, "consumers": 1, "stages": 16, "cluster_m": 2, "epi_panels": 0}  # 64x32 tiles
+
+
+def test_bn_32_tiles_fit_a_16_deep_ring_and_store_c_in_one_32_column_panel():
+    """64x32 tiles with a 16-deep ring and a 2x1 cluster (the tile, depth and cluster of cuBLASLt's kernel for
+    128x2048x1024, bench/NOTES.md): 12 KiB per stage, C in one 32-column TMA box per tile."""
+    assert c_panel(32) == 32
+    assert shared_bytes(SLIM) == 16 * (64 * 64 * 2 + 32 * 64 * 2) + 64 * 32 * 2 + (2 * 16 + 2) * 8 + 1024
+    assert FAMILY.repair(SLIM)["stages"] == 16
+    for shape in ((128, 2048, 1024), (1024, 128, 1024), (1024, 128, 16384)):
+        assert FAMILY.check(SLIM, *shape, H100) is None, shape
+    assert "not a multiple of bm*cluster_m=128" in FAMILY.check(SLIM, 64, 2048, 1024, H100)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"cluster_m": 1, "epi_panels": 2}, {"epilogue": 0, "split_k": 4, "split_dsmem": 1, "persistent": 0,
+                                            "cluster_m": 1, "stages": 8}],
+)
+def test_bn_32_builds_without_spills(extra, tmp_path):
+    params = FAMILY.repair({**SLIM, **extra})
+    assert FAMILY.check(params, 1024, 128, 1024, H100) is None
+    build_without_spills(FAMILY.render(params), tmp_path)

@@ -25,7 +25,7 @@ K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0
 H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable cluster),
 persistent=0, cluster_m=1, pingpong=0. epi_panels=2 (stage C one panel at a time through a
 two-panel ring, so a deeper operand ring fits) needs epilogue=1 and split_k=1. C panels are 64
-columns, 32 when bn=160 (`c_panel`).
+columns, 32 when bn=32 or 160 (`c_panel`).
 `shared_bytes` is the exact dynamic shared memory the kernel requests. A parameter set without
 `split_k`, `split_dsmem`, `epi_panels` or `stream_k` (archived before they existed) means 1 / 0 / 0 /
 0, which renders the same kernel as before. stream_k=1 needs persistent=1, split_k=1, pingpong=0.
@@ -45,8 +45,8 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
 SPACE: dict[str, tuple] = {
     "bm": (64, 128, 256),
-    "bn": (64, 128, 160, 192, 256),
-    "stages": (2, 3, 4, 5, 6, 7, 8, 10, 12),
+    "bn": (32, 64, 128, 160, 192, 256),
+    "stages": (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16),
     "consumers": (1, 2),
     "group_m": (1, 2, 4, 8, 16),
     "persistent": (0, 1),

@@ -207,6 +207,18 @@ __device__ __forceinline__ uint64_t smem_desc_k128(uint32_t addr) {
   return d;
 }
 
+// D[64 x 32] (+)= A[64 x 16] * B[16 x 32]; A, B K-major in shared memory (descriptors).
+__device__ __forceinline__ void wgmma_m64n32k16(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 // D[64 x 64] (+)= A[64 x 16] * B[16 x 64]; A, B K-major in shared memory (descriptors).
 __device__ __forceinline__ void wgmma_m64n64k16(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
   asm volatile(
@@ -340,8 +352,11 @@ __device__ __forceinline__ void wgmma_m64n256k16(float* d, uint64_t desc_a, uint
 
 template <int N>
 __device__ __forceinline__ void wgmma_m64k16(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256, "wgmma N must be 64, 128, 160, 192 or 256");
-  if constexpr (N == 64) {
+  static_assert(N == 32 || N == 64 || N == 128 || N == 160 || N == 192 || N == 256,
+                "wgmma N must be 32, 64, 128, 160, 192 or 256");
+  if constexpr (N == 32) {
+    wgmma_m64n32k16(d, desc_a, desc_b, scale_d);
+  } else if constexpr (N == 64) {
     wgmma_m64n64k16(d, desc_a, desc_b, scale_d);
   } else if constexpr (N == 128) {
     wgmma_m64n128k16(d, desc_a, desc_b, scale_d);

@@ -10,7 +10,7 @@
 // form a cluster and share each Bt tile through TMA multicast (each loads half). The epilogue
 // writes fp16 straight from registers (HG_EPILOGUE 0) or with stmatrix into swizzled shared memory
 // and TMA stores of C panels (HG_EPILOGUE 1; 64-column panels, 128-byte swizzle, or 32-column
-// panels, 64-byte swizzle, when BN = 160): the whole tile at once, or with HG_EPI_PANELS = 2 one
+// panels, 64-byte swizzle, when BN = 32 or 160): the whole tile at once, or with HG_EPI_PANELS = 2 one
 // panel at a time through a two-panel ring per consumer (less shared memory, so a deeper ring).
 // With HG_SPLIT_K > 1 every (tile, K-slice) pair is a work unit: the unit's fp32
 // partial tile goes straight from registers to the workspace (slice-major SPLIT_K x M x N floats)
@@ -87,6 +87,9 @@
 #ifndef HG_SK_WAVE
 #define HG_SK_WAVE 1
 #endif
+#ifndef HG_B_MULTICAST
+#define HG_B_MULTICAST 1
+#endif
 
 #include "wgmma_ptx.cuh"
 
@@ -106,7 +109,11 @@ constexpr int M_ITERS = WG_ROWS / 64;    // m64 wgmma blocks per consumer warpgr
 constexpr int THREADS = 128 * (CONSUMERS + 1);
 constexpr int A_BYTES = BM * BK * 2;
 constexpr int B_BYTES = BN * BK * 2;
-constexpr int B_SLICE = BN / CLUSTER_M;  // Bt rows this CTA loads (and multicasts) per stage
+// How a 2x1 cluster shares Bt (an experiment switch, not a family parameter): 1, each CTA loads and
+// multicasts half of every Bt tile; 2, the CTAs take turns (k-block parity) multicasting the whole tile;
+// 0, no sharing (each CTA loads its own Bt; the cluster only co-schedules the pair).
+constexpr int B_MULTICAST = CLUSTER_M > 1 ? HG_B_MULTICAST : 0;
+constexpr int B_SLICE = B_MULTICAST == 1 ? BN / CLUSTER_M : BN;  // Bt rows per TMA load (the tmB box)
 constexpr bool STREAM_K = HG_STREAM_K != 0;  // last tiles split into equal k-block ranges per CTA
 constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two 64-column panels
 constexpr int C_PANEL = BN % 64 ? 32 : 64;  // columns per C panel (one TMA store box)
@@ -115,7 +122,7 @@ constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * C_
 // N need not be a multiple of BN when every C store is a TMA store of C panels (TMA clips at N): no
 // split-K or stream-K partials, no direct stores.
 constexpr bool N_TAIL = HG_EPILOGUE && SPLIT_K == 1 && !STREAM_K;
-[[maybe_unused]] constexpr int SLOT_READERS = (PINGPONG ? 1 : CONSUMERS) * 4 * CLUSTER_M;  // warps that free each ring slot
+[[maybe_unused]] constexpr int SLOT_READERS = (PINGPONG ? 1 : CONSUMERS) * 4 * (B_MULTICAST ? CLUSTER_M : 1);  // warps that free each ring slot
 // Shared layout (from a 1024-aligned base): A ring, B ring, C staging, full, empty, order bars.
 constexpr int OFF_B = STAGES * A_BYTES;
 constexpr int OFF_C = OFF_B + STAGES * B_BYTES;
@@ -133,7 +140,8 @@ constexpr int SMEM_BYTES = OFF_BAR + (2 * STAGES + 2) * 8 + 1024;
 static_assert(WG_ROWS == 64 || WG_ROWS == 128, "BM / CONSUMERS must be 64 or 128");
 // A ping-pong consumer holds its whole tile: up to 128 x 192 (192 accumulators; setmaxnreg gives it 232).
 static_assert(M_ITERS * BN / 2 <= (PINGPONG ? 192 : 128), "accumulators exceed 128 per thread (192 in ping-pong)");
-static_assert(BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256, "BN must be 64, 128, 160, 192 or 256");
+static_assert(BN == 32 || BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
+              "BN must be 32, 64, 128, 160, 192 or 256");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong needs two consumer warpgroups");
 static_assert(B_SLICE % 8 == 0, "multicast slice must be whole 8-row swizzle groups");
@@ -231,13 +239,13 @@ __device__ __forceinline__ void fence_acc(float (&acc)[M_ITERS][BN / 2]) {
 }
 
 // One consumer warp is done with a ring slot: arrive on its empty barrier, in every CTA of the
-// cluster (each multicast into the slot) with HG_CLUSTER_M > 1.
+// cluster (each multicasts into the slot) when the cluster shares Bt.
 __device__ __forceinline__ void free_slot(uint32_t empty) {
-#if HG_CLUSTER_M > 1
-  for (uint32_t c = 0; c < CLUSTER_M; ++c) mbar_arrive_cluster(empty, c);
-#else
-  mbar_arrive(empty);
-#endif
+  if constexpr (B_MULTICAST) {
+    for (uint32_t c = 0; c < CLUSTER_M; ++c) mbar_arrive_cluster(empty, c);
+  } else {
+    mbar_arrive(empty);
+  }
 }
 
 // Calls f(r, c, x, y) for every pair of adjacent fp32 accumulators of this warpgroup, in the wgmma
@@ -485,12 +493,15 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
           const uint32_t fb = full_bar + 8 * s;
           mbar_arrive_expect_tx(fb, A_BYTES + B_BYTES);
           tma_load_2d(sA + s * A_BYTES, &tmA, fb, kb * BK, m0);
-#if HG_CLUSTER_M > 1
-          tma_load_2d_multicast(sB + s * B_BYTES + rank * B_SLICE * 128, &tmB, fb, kb * BK, n0 + rank * B_SLICE,
-                                static_cast<uint16_t>((1u << CLUSTER_M) - 1));
-#else
-          tma_load_2d(sB + s * B_BYTES, &tmB, fb, kb * BK, n0);
-#endif
+          if constexpr (B_MULTICAST == 1) {
+            tma_load_2d_multicast(sB + s * B_BYTES + rank * B_SLICE * 128, &tmB, fb, kb * BK, n0 + rank * B_SLICE,
+                                  static_cast<uint16_t>((1u << CLUSTER_M) - 1));
+          } else if constexpr (B_MULTICAST == 2) {
+            if (static_cast<uint32_t>(kb % CLUSTER_M) == rank)
+              tma_load_2d_multicast(sB + s * B_BYTES, &tmB, fb, kb * BK, n0, static_cast<uint16_t>((1u << CLUSTER_M) - 1));
+          } else {
+            tma_load_2d(sB + s * B_BYTES, &tmB, fb, kb * BK, n0);
+          }
           if (++s == STAGES) {
             s = 0;
             phase ^= 1;
