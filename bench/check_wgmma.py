@@ -106,6 +106,16 @@ CONFIGS: dict[str, dict] = {
     "one_consumer_cl2_mcwhole": {**_BASE, "consumers": 1, "bn": 128, "stages": 5, "cluster_m": 2},
     "wide_pp_cl2_nomc": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
     "wide_pp_cl2_mcwhole": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
+    # cluster scheduling preference: spread clusters over the GPU, or balance load
+    # release/acquire cluster barriers at start and exit (the template before 0.7)
+    "m64n64_s8_cl2_fullsync": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
+    "one_consumer_cl2_fullsync": {**_BASE, "consumers": 1, "bn": 128, "stages": 5, "cluster_m": 2},
+    "wide_pp_cl2_fullsync": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
+    "cluster_256_panels_fullsync": {**_BASE, "bn": 256, "stages": 4, "cluster_m": 2, "epi_panels": 2},
+    "m64n64_s8_cl2_spread": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
+    "m64n64_s8_cl2_lb": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
+    "one_consumer_cl2_spread": {**_BASE, "consumers": 1, "bn": 128, "stages": 5, "cluster_m": 2},
+    "wide_pp_cl2_spread": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
 }  # fmt: skip
 SMS = 132
 
@@ -215,7 +225,8 @@ def source_for(name: str, params: dict) -> str:
     """Rendered kernel; a name ending in `_nopdl` also turns off programmatic dependent launch of the
     split-K reduction, one ending in `_nowave` gives stream-K only the last partial wave (without one
     full wave more), `_nomc` / `_mcwhole` make a 2x1 cluster load Bt without multicast / multicast whole Bt
-    tiles by turns: template switches, not family parameters, to measure what they buy."""
+    tiles by turns, `_fullsync` brackets clustered CTAs with release/acquire
+    cluster barriers (not a relaxed start and the producer tail), `_spread` / `_lb` ask for the spread / load-balancing cluster scheduling policy: template switches, not family parameters, to measure what they buy."""
     source = FAMILY.render(params)
     if name.endswith("_nopdl"):
         return "#define HG_PDL 0\n" + source
@@ -225,6 +236,12 @@ def source_for(name: str, params: dict) -> str:
         return "#define HG_B_MULTICAST 0\n" + source
     if name.endswith("_mcwhole"):
         return "#define HG_B_MULTICAST 2\n" + source
+    if name.endswith("_fullsync"):
+        return "#define HG_FULL_CLUSTER_SYNC 1\n" + source
+    if name.endswith("_spread"):
+        return "#define HG_CLUSTER_POLICY 1\n" + source
+    if name.endswith("_lb"):
+        return "#define HG_CLUSTER_POLICY 2\n" + source
     return source
 
 

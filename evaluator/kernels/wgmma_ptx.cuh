@@ -122,6 +122,12 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
+// A cluster barrier that orders nothing by itself (H100: about 0.05 us against 0.65 us with release): for
+// start-up, where fence.mbarrier_init.release.cluster already published the one thing peers need.
+__device__ __forceinline__ void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait;\n" ::: "memory");
+}
+
 // Address of the same shared-memory offset in cluster CTA `cta` (for ld.shared::cluster).
 __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t cta) {
   uint32_t r;

@@ -90,6 +90,14 @@
 #ifndef HG_B_MULTICAST
 #define HG_B_MULTICAST 1
 #endif
+#ifndef HG_FULL_CLUSTER_SYNC
+// Experiment switch: 1 brackets a clustered CTA with release/acquire cluster barriers at start and exit (the
+// template before 0.7) instead of a relaxed start barrier and the producer tail.
+#define HG_FULL_CLUSTER_SYNC 0
+#endif
+#ifndef HG_CLUSTER_POLICY
+#define HG_CLUSTER_POLICY 0  // experiment switch: cluster scheduling preference (0 default, 1 spread, 2 load-balancing)
+#endif
 
 #include "wgmma_ptx.cuh"
 
@@ -458,7 +466,13 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     mbar_init_fence();
   }
   if (CLUSTER_M > 1) {
-    cluster_sync();
+    // Peers may multicast into this CTA's ring and arrive on its barriers once they pass this barrier;
+    // the init fence above already made the barriers visible to the cluster, so a relaxed one suffices.
+    if (HG_FULL_CLUSTER_SYNC) {
+      cluster_sync();
+    } else {
+      cluster_sync_relaxed();
+    }
   } else {
     __syncthreads();
   }
@@ -502,6 +516,19 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
           } else {
             tma_load_2d(sB + s * B_BYTES, &tmB, fb, kb * BK, n0);
           }
+          if (++s == STAGES) {
+            s = 0;
+            phase ^= 1;
+          }
+        }
+      }
+      if constexpr (B_MULTICAST && !HG_FULL_CLUSTER_SYNC) {
+        // Producer tail: wait until every consumer warp of the cluster has freed every slot of this CTA's
+        // ring (a slot never filled passes at once). Then no peer will arrive on these barriers again, and
+        // every multicast this CTA issued has landed (its receivers freed the slot after reading it), so
+        // the CTA may exit without a cluster barrier (one costs about 0.65 us, bench/NOTES.md).
+        for (int i = 0; i < STAGES; ++i) {
+          mbar_wait(empty_bar + 8 * s, phase ^ 1);
           if (++s == STAGES) {
             s = 0;
             phase ^= 1;
@@ -601,10 +628,9 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     if (SPLIT_K == 1 && wg_thread == 0) tma_store_wait_all();
 #endif
   }
-#if HG_CLUSTER_M > 1
-  // No CTA may exit while a peer can still multicast into its shared memory or arrive on its barriers.
-  cluster_sync();
-#endif
+  // No CTA may exit while a peer can still multicast into its shared memory or arrive on its barriers:
+  // the producer tail above waits for that (HG_FULL_CLUSTER_SYNC: a cluster barrier does).
+  if constexpr (CLUSTER_M > 1 && B_MULTICAST && HG_FULL_CLUSTER_SYNC) cluster_sync();
   if constexpr (DSMEM) {
     // One work unit per CTA (grid = units, cluster = the tile's slices, rank = slice): every
     // partial is parked before any is read, and none is freed before all are read.
@@ -738,13 +764,15 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   cfg.blockDim = dim3(THREADS, 1, 1);
   cfg.dynamicSmemBytes = SMEM_BYTES;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = DSMEM ? SPLIT_K : CLUSTER_M;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
+  attr[1].val.clusterSchedulingPolicyPreference = static_cast<cudaClusterSchedulingPolicy>(HG_CLUSTER_POLICY);
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = HG_CLUSTER_POLICY ? 2 : 1;
   int grid = tiles;
   if (HG_PERSISTENT && !DSMEM) {  // DSMEM: one CTA per unit, the cluster rank is the slice
     int slots = sms;  // CTAs that can be resident at once
