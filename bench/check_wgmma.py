@@ -221,27 +221,28 @@ def configs_for(
     return out
 
 
+# Template switches (not family parameters) that a configuration name's suffix turns on, to measure what
+# they buy: the split-K reduction without programmatic dependent launch; stream-K on the last partial wave
+# only; a 2x1 cluster loading Bt without multicast, or multicasting whole Bt tiles by turns; release/acquire
+# cluster barriers at start and exit (not a relaxed start and the producer tail); the spread or
+# load-balancing cluster scheduling policy.
+SUFFIX_DEFINES = {
+    "_nopdl": "HG_PDL 0",
+    "_nowave": "HG_SK_WAVE 0",
+    "_nomc": "HG_B_MULTICAST 0",
+    "_mcwhole": "HG_B_MULTICAST 2",
+    "_fullsync": "HG_FULL_CLUSTER_SYNC 1",
+    "_spread": "HG_CLUSTER_POLICY 1",
+    "_lb": "HG_CLUSTER_POLICY 2",
+}
+
+
 def source_for(name: str, params: dict) -> str:
-    """Rendered kernel; a name ending in `_nopdl` also turns off programmatic dependent launch of the
-    split-K reduction, one ending in `_nowave` gives stream-K only the last partial wave (without one
-    full wave more), `_nomc` / `_mcwhole` make a 2x1 cluster load Bt without multicast / multicast whole Bt
-    tiles by turns, `_fullsync` brackets clustered CTAs with release/acquire
-    cluster barriers (not a relaxed start and the producer tail), `_spread` / `_lb` ask for the spread / load-balancing cluster scheduling policy: template switches, not family parameters, to measure what they buy."""
+    """Rendered kernel, with the template switch its name's suffix asks for (`SUFFIX_DEFINES`)."""
     source = FAMILY.render(params)
-    if name.endswith("_nopdl"):
-        return "#define HG_PDL 0\n" + source
-    if name.endswith("_nowave"):
-        return "#define HG_SK_WAVE 0\n" + source
-    if name.endswith("_nomc"):
-        return "#define HG_B_MULTICAST 0\n" + source
-    if name.endswith("_mcwhole"):
-        return "#define HG_B_MULTICAST 2\n" + source
-    if name.endswith("_fullsync"):
-        return "#define HG_FULL_CLUSTER_SYNC 1\n" + source
-    if name.endswith("_spread"):
-        return "#define HG_CLUSTER_POLICY 1\n" + source
-    if name.endswith("_lb"):
-        return "#define HG_CLUSTER_POLICY 2\n" + source
+    for suffix, define in SUFFIX_DEFINES.items():
+        if name.endswith(suffix):
+            return f"#define {define}\n" + source
     return source
 
 
