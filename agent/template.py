@@ -21,8 +21,9 @@ improvement reaches the shapes it helps.
 
 Invariants: deterministic for a given seed and sequence of calls; never proposes the same
 (family, params) twice in one run, nor a kernel the archive already holds for this shape
-and GPU (a stale configuration comes back only with its new source); every candidate is `Candidate(source=family.render(params), proposer="template",
-family, params, parents=[hashes of the configurations it came from])`. `exhausted` turns
+and GPU (a stale configuration comes back only with its new source); every candidate is
+`Candidate(source=family.render(params), proposer="template", family, params,
+parents=[hashes of the configurations it came from])`. `exhausted` turns
 True when no new valid configuration is left, or when the best measured time has not
 improved for `patience` observed batches and the model expects nothing better in the pool.
 """

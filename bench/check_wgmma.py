@@ -98,25 +98,22 @@ CONFIGS: dict[str, dict] = {
     "slim8_cl2": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 8, "cluster_m": 2},
     "slim16_cl2_np": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 16, "cluster_m": 2, "persistent": 0},
     "m64n64_s16_cl2": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 16, "cluster_m": 2},
-    # how a 2x1 cluster shares Bt: halves multicast by each CTA (the template), none, or whole tiles by turns
     "m64n64_s8_cl2": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
-    "m64n64_s8_cl2_nomc": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
-    "m64n64_s8_cl2_mcwhole": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
-    "one_consumer_cl2_nomc": {**_BASE, "consumers": 1, "bn": 128, "stages": 5, "cluster_m": 2},
-    "one_consumer_cl2_mcwhole": {**_BASE, "consumers": 1, "bn": 128, "stages": 5, "cluster_m": 2},
-    "wide_pp_cl2_nomc": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
-    "wide_pp_cl2_mcwhole": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
-    # cluster scheduling preference: spread clusters over the GPU, or balance load
-    # release/acquire cluster barriers at start and exit (the template before 0.7)
-    "m64n64_s8_cl2_fullsync": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
-    "one_consumer_cl2_fullsync": {**_BASE, "consumers": 1, "bn": 128, "stages": 5, "cluster_m": 2},
-    "wide_pp_cl2_fullsync": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
-    "cluster_256_panels_fullsync": {**_BASE, "bn": 256, "stages": 4, "cluster_m": 2, "epi_panels": 2},
-    "m64n64_s8_cl2_spread": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
-    "m64n64_s8_cl2_lb": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
-    "one_consumer_cl2_spread": {**_BASE, "consumers": 1, "bn": 128, "stages": 5, "cluster_m": 2},
-    "wide_pp_cl2_spread": {**_BASE, "bn": 192, "stages": 4, "pingpong": 1, "epi_panels": 2, "cluster_m": 2},
 }  # fmt: skip
+# Clustered configurations again with template switches (SUFFIX_DEFINES): how a 2x1 cluster shares Bt (the
+# template multicasts halves; none; whole tiles by turns) and the cluster barriers before 0.7.
+CONFIGS.update(
+    {
+        f"{name}{suffix}": dict(CONFIGS[name])
+        for name, suffixes in {
+            "m64n64_s8_cl2": ("_nomc", "_mcwhole", "_fullsync"),
+            "one_consumer_cl2": ("_nomc", "_mcwhole", "_fullsync"),
+            "wide_pp_cl2": ("_nomc", "_mcwhole", "_fullsync"),
+            "cluster_256_panels": ("_fullsync",),
+        }.items()
+        for suffix in suffixes
+    }
+)
 SMS = 132
 
 
@@ -224,16 +221,13 @@ def configs_for(
 # Template switches (not family parameters) that a configuration name's suffix turns on, to measure what
 # they buy: the split-K reduction without programmatic dependent launch; stream-K on the last partial wave
 # only; a 2x1 cluster loading Bt without multicast, or multicasting whole Bt tiles by turns; release/acquire
-# cluster barriers at start and exit (not a relaxed start and the producer tail); the spread or
-# load-balancing cluster scheduling policy.
+# cluster barriers at start and exit (not a relaxed start and the producer tail).
 SUFFIX_DEFINES = {
     "_nopdl": "HG_PDL 0",
     "_nowave": "HG_SK_WAVE 0",
     "_nomc": "HG_B_MULTICAST 0",
     "_mcwhole": "HG_B_MULTICAST 2",
     "_fullsync": "HG_FULL_CLUSTER_SYNC 1",
-    "_spread": "HG_CLUSTER_POLICY 1",
-    "_lb": "HG_CLUSTER_POLICY 2",
 }
 
 

@@ -18,9 +18,8 @@ Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the 
 static_asserts and the device allows: M % (bm*cluster_m) == 0, N % bn == 0 (or N % 64 == 0 with the
 TMA-store epilogue and no split-K or stream-K: the last tile column reads TMA's zero fill past N and
 stores only the C panels that start inside N; bn=160 and 192 rely on it), K % 64 == 0, at most 128
-accumulators per consumer thread (192 with pingpong, whose consumer holds a whole tile of up to 128 x
-192),
-K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with split_k > 1
+accumulators per consumer thread (192 with pingpong, whose consumer holds a whole tile of up to
+128 x 192), K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with split_k > 1
 (partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on
 H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable cluster),
 persistent=0, cluster_m=1, pingpong=0. epi_panels=2 (stage C one panel at a time through a

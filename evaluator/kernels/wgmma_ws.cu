@@ -95,9 +95,6 @@
 // template before 0.7) instead of a relaxed start barrier and the producer tail.
 #define HG_FULL_CLUSTER_SYNC 0
 #endif
-#ifndef HG_CLUSTER_POLICY
-#define HG_CLUSTER_POLICY 0  // experiment switch: cluster scheduling preference (0 default, 1 spread, 2 load-balancing)
-#endif
 
 #include "wgmma_ptx.cuh"
 
@@ -630,7 +627,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   }
   // No CTA may exit while a peer can still multicast into its shared memory or arrive on its barriers:
   // the producer tail above waits for that (HG_FULL_CLUSTER_SYNC: a cluster barrier does).
-  if constexpr (CLUSTER_M > 1 && B_MULTICAST && HG_FULL_CLUSTER_SYNC) cluster_sync();
+  if constexpr (B_MULTICAST && HG_FULL_CLUSTER_SYNC) cluster_sync();
   if constexpr (DSMEM) {
     // One work unit per CTA (grid = units, cluster = the tile's slices, rank = slice): every
     // partial is parked before any is read, and none is freed before all are read.
@@ -764,15 +761,13 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   cfg.blockDim = dim3(THREADS, 1, 1);
   cfg.dynamicSmemBytes = SMEM_BYTES;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
+  cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = DSMEM ? SPLIT_K : CLUSTER_M;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-  attr[1].val.clusterSchedulingPolicyPreference = static_cast<cudaClusterSchedulingPolicy>(HG_CLUSTER_POLICY);
   cfg.attrs = attr;
-  cfg.numAttrs = HG_CLUSTER_POLICY ? 2 : 1;
+  cfg.numAttrs = 1;
   int grid = tiles;
   if (HG_PERSISTENT && !DSMEM) {  // DSMEM: one CTA per unit, the cluster rank is the slice
     int slots = sms;  // CTAs that can be resident at once
