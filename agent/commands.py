@@ -83,7 +83,8 @@ def make_proposers(kind: str, config: Config) -> list[Any]:
     if kind.endswith("template"):
         from agent.template import TemplateProposer
 
-        proposers.append(TemplateProposer(seed=config.search.seed, refresh=config.search.refresh))
+        search = config.search
+        proposers.append(TemplateProposer(seed=search.seed, refresh=search.refresh, refresh_within=search.refresh_within))
     return proposers
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import tomllib
 
+from agent.template import REFRESH_WITHIN
 from evaluator.errors import BadInput
 from evaluator.paths import state_root
 
@@ -66,6 +67,7 @@ class SearchConfig:
     patience: int = 3  # a proposer with this many rounds in a row of nothing new is retired
     seed: int = 0
     refresh: int = 2  # template proposer: archived configurations re-measured when their template changed
+    refresh_within: float = REFRESH_WITHIN  # ... only those measured within this factor of the shape's best
 
 
 @dataclass

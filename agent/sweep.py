@@ -27,6 +27,7 @@ from typing import Any
 
 import typer
 
+from agent.template import REFRESH_WITHIN
 from evaluator.paths import write_text_atomic
 from evaluator.record import BASELINES, MODES, EvalRecord
 
@@ -261,6 +262,7 @@ def run_sweep(
     resume: bool = True,
     seed: int = 0,
     refresh: int = 2,
+    refresh_within: float = REFRESH_WITHIN,
     progress: bool = True,
     proposer_factory: Any = None,
     sanitize: bool = False,
@@ -273,7 +275,7 @@ def run_sweep(
     from agent.loop import Budget, optimize
     from agent.template import TemplateProposer
 
-    make = proposer_factory or (lambda: [TemplateProposer(seed=seed, refresh=refresh)])
+    make = proposer_factory or (lambda: [TemplateProposer(seed=seed, refresh=refresh, refresh_within=refresh_within)])
     gpu = evaluator.gpu_info().name
     rows: list[dict[str, Any]] = []
     bar = _progress(progress)
@@ -391,6 +393,10 @@ def sweep_command(
         2, "--refresh", min=0, help="re-measure this many of a shape's fastest configurations whose template changed since "
         "they were archived (0: never)"
     ),
+    refresh_within: float = typer.Option(
+        REFRESH_WITHIN, "--refresh-within", min=1.0, help="re-measure only those measured within this factor of the "
+        "shape's best time (after a large template change, e.g. 1.3)"
+    ),
     sanitize: bool = typer.Option(
         False, "--sanitize", help="run compute-sanitizer memcheck and racecheck on each shape's winner (the next best if it fails)"
     ),
@@ -430,6 +436,7 @@ def sweep_command(
             resume=resume,
             seed=seed,
             refresh=refresh,
+            refresh_within=refresh_within,
             sanitize=sanitize,
             on_row=lambda so_far: write_report(so_far, out, report_name, plot_png=False),
             objective=objective,

@@ -16,8 +16,9 @@ best-ranked option, also when the archive already holds attempts of the shape. A
 from the rest of the pool so the model's blind spots still get measured. An archived configuration
 whose family now renders a different source (the template changed since it was measured) is stale:
 its old time still anchors the model and picks elites, and the first batch re-measures the
-`refresh` fastest stale configurations within `REFRESH_WITHIN` of the shape's best, so a template
-improvement reaches the shapes it helps.
+`refresh` fastest stale configurations within `refresh_within` (default `REFRESH_WITHIN`) of the
+shape's best, one per structure first (the family's `structure`: configurations that differ only in
+tuning parameters time within noise of each other), so a template improvement reaches the shapes it helps.
 
 Invariants: deterministic for a given seed and sequence of calls; never proposes the same
 (family, params) twice in one run, nor a kernel the archive already holds for this shape
@@ -122,6 +123,7 @@ class TemplateProposer:
         random_samples: int = 48,
         retrieve_k: int = 5,
         refresh: int = 2,
+        refresh_within: float = REFRESH_WITHIN,
         other_gpus: bool = True,
         model: Callable[..., float] = predict_us,
     ) -> None:
@@ -133,7 +135,10 @@ class TemplateProposer:
         self.elites = elites
         self.random_samples = random_samples
         self.retrieve_k = retrieve_k
+        if refresh_within < 1.0:
+            raise ValueError(f"refresh_within is a factor of the best time, at least 1.0; not {refresh_within}")
         self.refresh = refresh
+        self.refresh_within = refresh_within
         self.other_gpus = other_gpus
         self.model = model
         self._shape: tuple[int, int, int, str] | None = None
@@ -291,8 +296,9 @@ class TemplateProposer:
         first = self.batches == 0  # this search's first batch, even when the archive already holds attempts
         out: list[Candidate] = []
         if first:  # the fastest configurations measured with an older source, as they render now
-            near = [k for k in self.outdated if self.measured[k] <= self.best_us * REFRESH_WITHIN]
-            for key in sorted(near, key=lambda k: (self.measured[k], k[0], repr(k[1])))[: min(self.refresh, n)]:
+            near = [k for k in self.outdated if self.measured[k] <= self.best_us * self.refresh_within]
+            ordered = self._diverse(sorted(near, key=lambda k: (self.measured[k], k[0], repr(k[1]))))
+            for key in ordered[: min(self.refresh, n)]:
                 cand = self._candidate(_Option(key[0], dict(key[1]), [self.outdated[key]], "refresh"))
                 if cand is not None:
                     out.append(replace(cand, note=f"refresh; {self.measured[key]:.1f} us with the older source"))
@@ -316,6 +322,16 @@ class TemplateProposer:
                 if cand is not None:
                     out.append(cand)
         return out
+
+    def _diverse(self, keys: list[Key]) -> list[Key]:
+        """`keys` reordered: the first of each structure, in order, then the rest, in order."""
+        seen: set[tuple] = set()
+        first, rest = [], []
+        for key in keys:
+            structure = (key[0], self.families[key[0]].structure(dict(key[1])))
+            (rest if structure in seen else first).append(key)
+            seen.add(structure)
+        return first + rest
 
     def _candidate(self, opt: _Option) -> Candidate | None:
         """Render an option; None when its source was already proposed or archived for this shape."""

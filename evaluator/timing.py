@@ -106,9 +106,11 @@ def time_server(
     samples: int = 30,
     mean_gap_us: float = 200.0,
     seed: int = 0,
+    flush: Contender | None = None,
 ) -> dict[str, Stats]:
+    """`flush` replaces the L2 flush before each sample (for probes of what server mode costs)."""
     rng = random.Random(seed)
-    flush = Flusher(l2_bytes)
+    flush = flush or Flusher(l2_bytes)
     graphs = {name: capture(fn, 1, stream) for name, fn in contenders.items()}
     out: dict[str, list[float]] = {n: [] for n in graphs}
     names = list(graphs)

@@ -269,16 +269,22 @@ class Revised(Timed):
         return f"// revision {self.revision}\n" + super().render(params)
 
 
+def revised_families(revision, shape):
+    """The mma_ms family as revision `revision` of its template, timed by the stand-in on `shape`."""
+    inner = FAMILIES["mma_ms"]
+    fam = Revised(name="mma_ms", template=inner.template, space=inner.space, min_cc=inner.min_cc, tuning=inner.tuning,
+                  revision=revision)
+    fam.inner, fam.shape = inner, shape
+    return {"mma_ms": fam}
+
+
 def test_configurations_measured_with_an_older_template_are_measured_again():
     from archive import Archive
 
     shape = (2048, 1024, 1024)
 
     def families(revision):
-        inner = FAMILIES["mma_ms"]
-        fam = Revised(name="mma_ms", template=inner.template, space=inner.space, min_cc=inner.min_cc, revision=revision)
-        fam.inner, fam.shape = inner, shape
-        return {"mma_ms": fam}
+        return revised_families(revision, shape)
 
     archive = Archive()
     evaluator = StandinEvaluator()
@@ -472,3 +478,37 @@ def test_on_large_shapes_the_first_batch_skips_families_the_model_gives_no_chanc
     assert far, "some family should be hopeless on 8192^3"
     head = [c.family for c in cands[:4]]
     assert not far & set(head)
+
+
+def test_refresh_within_widens_which_outdated_configurations_are_measured_again():
+    from archive import Archive
+
+    shape = (2048, 1024, 1024)
+
+    def families(revision):
+        return revised_families(revision, shape)
+
+    archive = Archive()
+    _, old = drive(TemplateProposer(families("r1"), seed=5), StandinEvaluator(), *shape, rounds=2, archive=archive)
+    times = sorted(r.median_us("offline") for _, r in old if r.ok)
+    best = times[0]
+
+    def refreshed(within):
+        p = TemplateProposer(families("r2"), seed=5, refresh=8, refresh_within=within)
+        return [c for c in p.propose(ctx(*shape, archive=archive), 8) if c.note.startswith("refresh")]
+
+    narrow, wide = refreshed(1.0), refreshed(10.0)
+    assert len(narrow) == sum(t <= best for t in times) >= 1, "1.0: only the best time itself"
+    assert len(wide) == min(8, len(times)) > len(narrow), "a wide factor takes eight"
+
+    # One configuration per structure first (tuning parameters aside), fastest first within each.
+    fam = families("r2")["mma_ms"]
+    by_time = sorted((r.median_us("offline"), fam.structure(c.params)) for c, r in old if r.ok)
+    firsts = list(dict.fromkeys(s for _, s in by_time))
+    assert len(firsts) < len(by_time), "the data must hold configurations of the same structure"
+    taken = [fam.structure(c.params) for c in wide]
+    k = min(len(taken), len(firsts))
+    assert taken[:k] == firsts[:k]
+    with pytest.raises(ValueError, match="refresh_within"):
+        TemplateProposer(families("r2"), refresh_within=0.9)
+    archive.close()

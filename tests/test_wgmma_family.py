@@ -350,3 +350,12 @@ def test_bn_32_builds_without_spills(extra, tmp_path):
     params = FAMILY.repair({**SLIM, **extra})
     assert FAMILY.check(params, 1024, 128, 1024, H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)
+
+
+def test_structure_leaves_out_the_tuning_parameters():
+    fam = FAMILIES["wgmma"]
+    p = fam.default_params(4096, 4096, 4096)
+    tuned = {**p, "group_m": 16 if p["group_m"] != 16 else 8, "stages": 3 if p["stages"] != 3 else 4}
+    assert fam.structure(tuned) == fam.structure(p)
+    assert fam.structure({**p, "bn": 128 if p["bn"] != 128 else 256}) != fam.structure(p)
+    assert not {k for k, _ in fam.structure(p)} & set(fam.tuning)

@@ -6,6 +6,9 @@ template body with any shared `.cuh` inlined) that implements the kernel contrac
 and GPU, else a one-line reason (shared memory, registers, divisibility, ...).
 `repair(params)` applies the companion changes a one-parameter move needs (e.g. a mode that
 requires another switch off), so neighbour moves in a search land on valid configurations.
+`tuning` names the parameters that tune a configuration without changing its structure (tile,
+warp roles, cluster, K split): a search treats configurations that differ only in them as near
+neighbours, whose times differ little (`structure(params)` is the rest).
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ class Family:
     space: dict[str, tuple] = field(default_factory=dict)  # parameter -> allowed values
     description: str = ""
     min_cc: float = 8.0  # lowest compute capability it runs on
+    tuning: tuple[str, ...] = ()  # parameters that leave the structure as it is (raster order, ring depth, ...)
+
+    def structure(self, params: Params) -> tuple:
+        """The parameters that make the configuration's structure: all but `tuning`, sorted."""
+        return tuple(sorted((k, v) for k, v in params.items() if k not in self.tuning))
 
     def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
         for key, value in params.items():

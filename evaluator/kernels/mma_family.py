@@ -121,6 +121,7 @@ class MmaFamily(InliningFamily):
     name: str = "mma_ms"
     template: str = "mma_ms.cu"
     space: dict[str, tuple] = field(default_factory=lambda: dict(MMA_SPACE))
+    tuning: tuple[str, ...] = ("RASTER", "STAGES")
     description: str = (
         "mma.sync m16n8k16 + ldmatrix + cp.async multistage pipeline, swizzled smem, raster order, "
         "smem-staged 16-byte epilogue; any M, N; K % 8 == 0"

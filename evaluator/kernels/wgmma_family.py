@@ -323,5 +323,6 @@ FAMILIES: dict[str, Family] = {
         "warpgroups, mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, 2x1 multicast clusters, "
         "split-K with a reduction kernel or DSMEM, stream-K",
         min_cc=9.0,
+        tuning=("group_m", "persistent", "epi_panels", "stages"),
     ),
 }

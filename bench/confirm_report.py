@@ -1,0 +1,158 @@
+"""Re-measure each shape's reported kernel once more and write a report from those measurements alone.
+
+A sweep picks each shape's kernel as the best of many noisy measurements, so the speedups of its report
+are biased upward by the selection. This script takes every row's kernel from the archive, evaluates it
+again at its own shape in a fresh full-stage evaluation (both modes, baselines timed alongside), and
+writes a second report (`agent.sweep.write_report`: <name>.json, .md, .png) whose times and speedups come
+only from those new records: an independent re-measurement of an already selected kernel is unbiased.
+Each confirmed row also keeps the input's figures as `selected_offline_speedup_best` and
+`selected_server_speedup_best`. The new records are not written to the archive.
+
+Row statuses: "confirmed" (re-measured, correct); "no_kernel" with `confirm_failure` (the re-measurement
+failed or was incorrect); "not_confirmed" (the kernel is not in the archive: the input row is carried
+over with its selected figures); a row without a kernel is carried over unchanged.
+
+Cheapest shapes first; the report is rewritten after every shape, so a run cut off by a time limit keeps
+what it did, and a second run with the same --name and --out-dir skips the shapes whose kernel it
+already re-measured. Exit status 1 when a kernel failed its re-measurement or was not in the archive.
+
+Usage: python bench/confirm_report.py bench/results/grid100.json --name grid100-confirmed
+       [--out-dir bench/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+DEFAULT_OUT = Path("bench") / "results"
+BELOW = 0.90  # confirmed speedups under this count as clear losses in the closing summary
+
+
+def _key(row: dict[str, Any]) -> tuple[int, int, int, str | None]:
+    return row["M"], row["N"], row["K"], row.get("kernel")
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}x"
+
+
+def previous_rows(path: Path) -> dict[tuple[int, int, int, str | None], dict[str, Any]]:
+    """The rows of an earlier run's report that re-measured a kernel (confirmed, or failed doing so)."""
+    if not path.exists():
+        return {}
+    done = {}
+    for row in json.loads(path.read_text())["rows"]:
+        if row.get("status") == "confirmed" or (row.get("status") == "no_kernel" and "confirm_failure" in row):
+            done[_key(row)] = row
+    return done
+
+
+def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
+    """The report row of a fresh record of the input row's kernel, with the input's selected speedups."""
+    from agent.sweep import row_from_record
+
+    out = row_from_record(
+        row["M"],
+        row["N"],
+        row["K"],
+        record,
+        kernel=row["kernel"],
+        family=row.get("family"),
+        proposer=row.get("proposer"),
+        gpu=record.gpu,
+        evals=row["evals"],
+        gpu_seconds=row["gpu_seconds"],
+        status="confirmed",
+    )
+    for mode in ("offline", "server"):
+        out[f"selected_{mode}_speedup_best"] = row.get(f"{mode}_speedup_best")
+    if not record.ok:
+        out["confirm_failure"] = record.failure_kind
+    return out
+
+
+def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any = None) -> int:
+    """Run the confirmation; `evaluator` and `archive` default to the GPU evaluator and the archive
+    (opened and closed here); objects passed in are used as they are and left open."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("report", type=Path, help="sweep report JSON")
+    ap.add_argument("--name", required=True, help="name of the confirmed report (<name>.json, .md, .png)")
+    ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help=f"report directory (default {DEFAULT_OUT})")
+    args = ap.parse_args(argv)
+
+    from agent.commands import open_evaluator
+    from agent.sweep import summarize, write_report
+    from archive import Archive
+    from evaluator.record import MODES
+
+    report = json.loads(args.report.read_text())
+    rows = report["rows"]
+    previous = previous_rows(args.out_dir / f"{args.name}.json")
+    # index in the input -> the output row; rows without a kernel pass through unchanged
+    out: dict[int, dict[str, Any]] = {}
+    for i, row in enumerate(rows):
+        if not row.get("kernel"):
+            out[i] = row
+        elif _key(row) in previous:
+            out[i] = previous[_key(row)]
+    if out:
+        print(f"{len(out)} of {len(rows)} shapes need no new measurement (no kernel, or confirmed earlier)")
+
+    def write(plot_png: bool) -> dict[str, Path]:
+        return write_report([out[i] for i in sorted(out)], args.out_dir, args.name, plot_png=plot_png)
+
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        ev = evaluator if evaluator is not None else stack.enter_context(open_evaluator())
+        store = archive if archive is not None else stack.enter_context(Archive())
+        for i in sorted((i for i in range(len(rows)) if i not in out), key=lambda i: rows[i]["flops"]):
+            row = rows[i]
+            shape = (row["M"], row["N"], row["K"])
+            kernel = store.kernel(row["kernel"])
+            if kernel is None:
+                print(f"{shape}: kernel {row['kernel']} not in the archive; carried over unconfirmed", flush=True)
+                out[i] = {**row, "status": "not_confirmed"}
+                write(False)
+                continue
+            t0 = time.monotonic()
+            (rec,) = ev.evaluate([kernel["source"]], *shape, stage="full", modes=("offline", "server"))
+            seconds = time.monotonic() - t0
+            out[i] = confirm_row(row, rec)
+            write(False)
+            figures = ", ".join(
+                f"{mode} {_x(row.get(f'{mode}_speedup_best'))} -> {_x(out[i][f'{mode}_speedup_best'])}"
+                for mode in MODES
+            )
+            failed = "" if rec.ok else f" FAILED ({rec.failure_kind})"
+            print(f"{shape}: selected -> confirmed: {figures}{failed} ({seconds:.1f} s)", flush=True)
+    paths = write(True)
+
+    final = [out[i] for i in sorted(out)]
+    confirmed = [r for r in final if r["status"] == "confirmed"]
+    failed = [r for r in final if "confirm_failure" in r]
+    missing = [r for r in final if r["status"] == "not_confirmed"]
+    summary = summarize(final)
+    print(f"{len(confirmed)} of {len(rows)} shapes confirmed, {len(failed)} failed the re-measurement, "
+          f"{len(missing)} kernels not in the archive; {time.monotonic() - started:.0f} s")  # fmt: skip
+    if missing:
+        print(f"note: the {len(missing)} unconfirmed rows keep their selected figures in the confirmed summary")
+    for mode in MODES:
+        selected = report.get("summary", {}).get(mode, {}).get("geomean_speedup_best")
+        speedups = [r[f"{mode}_speedup_best"] for r in confirmed]
+        below = sum(x is not None and x < BELOW for x in speedups)
+        print(f"{mode}: geomean speedup vs best baseline selected {_x(selected)}, confirmed "
+              f"{_x(summary[mode]['geomean_speedup_best'])}; {below} confirmed shapes below {BELOW:.2f}x")  # fmt: skip
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 1 if failed or missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

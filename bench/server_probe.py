@@ -1,0 +1,186 @@
+"""Where server-mode time goes: a report's kernels and the cuBLAS baselines, timed as single launches
+after different preparations of the GPU.
+
+Server mode (evaluator.timing.time_server) flushes the L2 by writing twice its size before each
+launch, so the kernel starts with cold operands, an L2 full of dirty lines that must be written back
+as it allocates, and right after an unrelated kernel. This probe separates those costs by replacing
+the flush (same random gaps, same single-launch graphs, contenders interleaved):
+
+- dirty: the evaluator's flush (what the reports call server mode);
+- clean: the L2 evicted by *reading* twice its size (cold operands, clean lines to evict);
+- spin: no flush, a kernel that only waits (about 50 us) just before (warm L2, single launch; the wait
+  covers the host's enqueueing, as the flush does);
+- offline: for reference, back-to-back launches in one graph (evaluator.timing.time_offline).
+
+Each shape's kernel is the report's, re-rendered from its family and parameters with today's
+template; `--also` adds configurations of the same family. Every kernel is checked against
+torch.matmul once before timing. Our own template kernels run in this process (a bench tool, as
+`check_wgmma.py --raw`), never candidates of unknown origin.
+
+Usage: python bench/server_probe.py REPORT.json ARCHIVE.jsonl.xz --shapes 12288x1024x512,...
+       [--also '{"cluster_m": 1}'] [--samples 30] [--out bench/results/server-probe.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+VARIANTS = ("offline", "dirty", "clean", "spin")
+
+
+def preparations(l2_bytes: int) -> dict:
+    import torch
+
+    from evaluator.timing import Flusher
+
+    words = max(2 * l2_bytes, 64 << 20) // 4
+    reader = torch.ones(words, dtype=torch.float32, device="cuda")
+    total = torch.empty((), dtype=torch.float32, device="cuda")
+    return {
+        "dirty": Flusher(l2_bytes),
+        "clean": lambda: torch.sum(reader, dim=0, out=total),
+        "spin": lambda: torch.cuda._sleep(100_000),  # clock cycles
+    }
+
+
+def kernel_params(archive: Path, hashes: set[str]) -> dict[str, tuple[str, dict]]:
+    from archive.transfer import read_export
+
+    found = {}
+    for line in read_export(archive):
+        if line.get("type") == "kernel" and line.get("hash") in hashes:
+            found[line["hash"]] = (line["family"], line["params"])
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("report", type=Path)
+    ap.add_argument("archive", type=Path)
+    ap.add_argument("--shapes", required=True, help="MxNxK,... (rows of the report)")
+    ap.add_argument(
+        "--also", action="append", default=[], help="JSON parameter overrides: one more kernel each"
+    )
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"some of {','.join(VARIANTS)}")
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--out", type=Path, default=Path("bench/results/server-probe.json"))
+    args = ap.parse_args(argv)
+
+    variants = args.variants.split(",")
+    if not set(variants) <= set(VARIANTS):
+        ap.error(f"--variants: choose from {','.join(VARIANTS)}")
+    try:
+        shapes = [tuple(int(x) for x in s.split("x", 2)) for s in args.shapes.split(",")]
+    except ValueError:
+        ap.error(f"--shapes: expected MxNxK,..., got {args.shapes!r}")
+    if any(len(s) != 3 for s in shapes):
+        ap.error(f"--shapes: expected MxNxK,..., got {args.shapes!r}")
+    try:
+        overrides = [json.loads(a) for a in args.also]
+    except json.JSONDecodeError as e:
+        ap.error(f"--also: not JSON ({e})")
+    rows = {(r["M"], r["N"], r["K"]): r for r in json.loads(args.report.read_text())["rows"]}
+    missing = [s for s in shapes if not rows.get(s, {}).get("kernel")]
+    if missing:
+        ap.error(f"no kernel in the report for {missing}")
+    params = kernel_params(args.archive, {rows[s]["kernel"] for s in shapes})
+    unknown = sorted({rows[s]["kernel"] for s in shapes} - set(params))
+    if unknown:
+        ap.error(f"kernels not in {args.archive}: {unknown}")
+
+    import torch
+
+    from evaluator import gpu_facts
+    from evaluator.baselines import Baselines
+    from evaluator.compile import compile_sources
+    from evaluator.harness import Candidate, Problem
+    from evaluator.kernels import get_family
+    from evaluator.timing import time_offline, time_server
+
+    # Every kernel of every shape, compiled up front in parallel.
+    plan: list[tuple[tuple, str, str]] = []  # (shape, label, source)
+    for s in shapes:
+        family_name, p = params[rows[s]["kernel"]]
+        family = get_family(family_name)
+        for i, extra in enumerate([{}, *overrides]):
+            q = family.repair({**p, **extra}) if extra else p
+            if extra and (family.check(q, *s) or q == p):
+                print(
+                    f"{s} also{i}: {family.check(q, *s) or 'same as the report kernel'}; skipped",
+                    file=sys.stderr,
+                )
+                continue
+            plan.append((s, "ours" if not extra else f"also{i}", family.render(q)))
+    built = compile_sources([src for _, _, src in plan])
+    bad = [(s, label, b.message) for (s, label, _), b in zip(plan, built) if not b.ok]
+    if bad:
+        print(f"compile failures: {bad}", file=sys.stderr)
+        return 1
+
+    info = gpu_facts.gpu_info()
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    preps = preparations(info.l2_bytes)
+    out = {
+        "gpu": info.name,
+        "driver": info.driver,
+        "date": time.strftime("%Y-%m-%d"),
+        "samples": args.samples,
+        "variants": variants,
+        "rows": [],
+    }
+    for s in shapes:
+        p = Problem(*s)
+        p.draw("randn")
+        ref = torch.mm(p.a, p.b)
+        base = Baselines(p.a, p.b, p.bt, *s, gpu_facts.gpu_key(info), p.stream, info.l2_bytes)
+        contenders = dict(base.contenders)
+        kernels = {}
+        for (shape, label, _), b in zip(plan, built):
+            if shape != s:
+                continue
+            cand = Candidate(b.lib_path)
+            p.launch(cand)
+            torch.cuda.synchronize()
+            err = ((p.c.float() - ref.float()).norm() / ref.float().norm()).item()
+            if not err < 1e-2:
+                print(f"{s} {label}: wrong result (relative error {err:.3g}); not timed", file=sys.stderr)
+                continue
+            kernels[label] = {"hash": b.kernel_hash, "rel_err": err}
+            contenders[label] = lambda cand=cand, p=p: p.launch(cand)
+        row = {"M": s[0], "N": s[1], "K": s[2], "kernels": kernels, "variants": {}}
+        for v in variants:
+            if v == "offline":
+                stats = time_offline(contenders, p.stream, samples=15)
+            else:
+                stats = time_server(contenders, p.stream, info.l2_bytes, samples=args.samples, flush=preps[v])
+            row["variants"][v] = {name: st.median_us for name, st in stats.items()}
+        out["rows"].append(row)
+        args.out.write_text(json.dumps(out, indent=1))
+        del base, contenders
+        torch.cuda.empty_cache()
+
+    for i, extra in enumerate(overrides, 1):
+        print(f"also{i} = {json.dumps(extra)}")
+    baselines = ("torch_nn", "torch_tn", "lt_heuristic", "lt_autotuned")
+    print(f"{'shape':>17} {'variant':>6} {'ours':>8} {'best base':>9} {'ratio':>6}  others")
+    for row in out["rows"]:
+        for v in variants:
+            t = row["variants"][v]
+            b = min((t[n], n) for n in baselines if n in t)
+            extra = " ".join(f"{k}={t[k]:.2f}" for k in t if k.startswith("also"))
+            ours = t.get("ours", float("nan"))
+            print(
+                f"{row['M']:>5}x{row['N']}x{row['K']:<5} {v:>6} {ours:8.2f} {b[0]:9.2f} {b[0] / ours:6.3f}  "
+                f"{b[1]} {extra}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""bench/confirm_report.py: a real sweep with the stand-in evaluator and a real archive, then the
+confirmation of its report by fresh measurements (figures from the new records only), resume, a failed
+re-measurement and a kernel missing from the archive."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from bench_script import load_bench
+from standin import StandinEvaluator
+
+from agent.sweep import run_sweep, write_report
+
+SHAPES = [(256, 256, 256), (512, 128, 1024)]
+
+
+class Remeasure:
+    """The stand-in evaluator with every candidate time multiplied by `slower` (so a fresh measurement
+    differs from the one the sweep selected on) and, with `fail`, every record failed with that kind.
+    Keeps the records it returned and counts its calls."""
+
+    def __init__(self, slower: float = 1.0, fail: str | None = None):
+        self.inner = StandinEvaluator()
+        self.slower = slower
+        self.fail = fail
+        self.records = []
+        self.calls = 0
+
+    def gpu_info(self):
+        return self.inner.gpu_info()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def evaluate(self, sources, M, N, K, **kwargs):
+        self.calls += 1
+        records = self.inner.evaluate(sources, M, N, K, **kwargs)
+        for rec in records:
+            for m in rec.modes.values():
+                m.candidate.median_us *= self.slower
+                m.finish(M, N, K)
+            if self.fail:
+                rec.fail(self.fail, "max relative error 5.0e-01 above the bound 4.0e-03")
+        self.records.extend(records)
+        return records
+
+
+@pytest.fixture
+def swept(tmp_path):
+    """A sweep report of two shapes, written to tmp_path, and the archive holding its kernels."""
+    from archive import Archive
+
+    archive = Archive()
+    rows = run_sweep(SHAPES, evaluator=StandinEvaluator(), archive=archive, budget_evals=8, progress=False)
+    paths = write_report(rows, tmp_path / "sweep", "mini", plot_png=False)
+    yield paths["json"], archive
+    archive.close()
+
+
+def run_confirm(report, out_dir, evaluator, archive, name="mini-confirmed") -> int:
+    confirm = load_bench("confirm_report")
+    argv = [str(report), "--name", name, "--out-dir", str(out_dir)]
+    return confirm.main(argv, evaluator=evaluator, archive=archive)
+
+
+def records_in(archive) -> int:
+    return archive.execute("SELECT count(*) AS n FROM records")[0]["n"]
+
+
+def test_confirmed_report_comes_from_the_fresh_measurements(swept, tmp_path, capsys):
+    report, archive = swept
+    selected = json.loads(report.read_text())
+    archived = records_in(archive)
+    ev = Remeasure(slower=1.25)
+    out = tmp_path / "confirmed"
+
+    assert run_confirm(report, out, ev, archive) == 0
+    assert ev.calls == len(SHAPES) and records_in(archive) == archived  # nothing written to the archive
+    data = json.loads((out / "mini-confirmed.json").read_text())
+    assert (out / "mini-confirmed.md").exists() and (out / "mini-confirmed.png").exists()
+    assert [(r["M"], r["N"], r["K"], r["kernel"]) for r in data["rows"]] == [
+        (r["M"], r["N"], r["K"], r["kernel"]) for r in selected["rows"]
+    ]
+    fresh = {(rec.M, rec.N, rec.K): rec for rec in ev.records}
+    for before, after in zip(selected["rows"], data["rows"], strict=True):
+        rec = fresh[(after["M"], after["N"], after["K"])]
+        assert rec.kernel_hash == after["kernel"] and rec.stage == "full"
+        assert after["status"] == "confirmed" and "confirm_failure" not in after
+        assert after["family"] == before["family"] and after["evals"] == before["evals"]
+        for mode in ("offline", "server"):
+            assert before[f"{mode}_speedup_best"] is not None
+            assert after[f"selected_{mode}_speedup_best"] == before[f"{mode}_speedup_best"]
+            assert after[f"{mode}_us"] == pytest.approx(rec.median_us(mode))
+            assert after[f"{mode}_speedup_best"] == pytest.approx(rec.speedup_best(mode))
+            # the fresh measurement is 1.25x slower than the one the sweep selected on
+            assert after[f"{mode}_speedup_best"] == pytest.approx(before[f"{mode}_speedup_best"] / 1.25)
+    for mode in ("offline", "server"):
+        geo = data["summary"][mode]["geomean_speedup_best"]
+        assert geo is not None and math.isfinite(geo)
+        assert geo == pytest.approx(selected["summary"][mode]["geomean_speedup_best"] / 1.25)
+    printed = capsys.readouterr().out
+    assert "2 of 2 shapes confirmed" in printed and "offline: geomean speedup" in printed
+
+    # a second run with the same name re-measures nothing and leaves the rows as they were
+    again = Remeasure(slower=2.0)
+    assert run_confirm(report, out, again, archive) == 0
+    assert again.calls == 0
+    assert json.loads((out / "mini-confirmed.json").read_text())["rows"] == data["rows"]
+
+
+def test_a_failed_remeasurement_and_a_missing_kernel_are_reported(swept, tmp_path):
+    report, archive = swept
+    doc = json.loads(report.read_text())
+    doc["rows"][1]["kernel"] = "f" * 64  # not in the archive
+    doc["rows"].append({**doc["rows"][0], "M": 64, "N": 64, "K": 64, "kernel": None, "status": "no_kernel"})
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    out = tmp_path / "confirmed"
+
+    ev = Remeasure(fail="incorrect")
+    assert run_confirm(edited, out, ev, archive, name="edited") == 1
+    assert ev.calls == 1  # only the kernel the archive holds was evaluated
+    failed, missing, carried = json.loads((out / "edited.json").read_text())["rows"]
+    assert failed["status"] == "no_kernel" and failed["confirm_failure"] == "incorrect"
+    assert failed["kernel"] == doc["rows"][0]["kernel"] and failed["offline_speedup_best"] is None
+    assert failed["selected_offline_speedup_best"] == doc["rows"][0]["offline_speedup_best"]
+    assert missing == {**doc["rows"][1], "status": "not_confirmed"}
+    assert carried == doc["rows"][2]
+
+    # the failure counts as done on a rerun; the missing kernel is looked up again but never evaluated
+    again = Remeasure()
+    assert run_confirm(edited, out, again, archive, name="edited") == 1
+    assert again.calls == 0

@@ -1,0 +1,46 @@
+"""bench/server_probe.py: finds each reported kernel's family and parameters in an archive export, and refuses
+bad input before it touches a GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from bench_script import load_bench
+
+RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
+REPORT = RESULTS / "grid100-r8-H100-2026-11-22.json"
+ARCHIVE = RESULTS / "archive-grid100-r8-H100-2026-11-22.jsonl.xz"
+
+
+def test_kernel_params_come_from_the_export():
+    probe = load_bench("server_probe")
+    rows = {(r["M"], r["N"], r["K"]): r for r in json.loads(REPORT.read_text())["rows"]}
+    wanted = {rows[(512, 8192, 512)]["kernel"], rows[(64, 64, 64)]["kernel"]}
+    found = probe.kernel_params(ARCHIVE, wanted)
+    assert set(found) == wanted
+    family, params = found[rows[(512, 8192, 512)]["kernel"]]
+    assert family == rows[(512, 8192, 512)]["family"] == "wgmma"
+    from evaluator.kernels import get_family
+
+    fam = get_family(family)
+    assert fam.check(params, 512, 8192, 512) is None
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--shapes", "512x8192x512", "--variants", "dirty,lukewarm"], "--variants"),
+        (["--shapes", "512x8192"], "--shapes"),
+        (["--shapes", "512xbigx512"], "--shapes"),
+        (["--shapes", "512x8192x512", "--also", "{bm: 64}"], "--also"),
+        (["--shapes", "100x100x100"], "no kernel in the report"),
+    ],
+)
+def test_bad_input_is_refused_with_a_reason(args, message, capsys):
+    probe = load_bench("server_probe")
+    with pytest.raises(SystemExit) as exc:
+        probe.main([str(REPORT), str(ARCHIVE), *args])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
