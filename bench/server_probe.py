@@ -13,7 +13,8 @@ the flush (same random gaps, same single-launch graphs, contenders interleaved):
 - offline: for reference, back-to-back launches in one graph (evaluator.timing.time_offline).
 
 Each shape's kernel is the report's, re-rendered from its family and parameters with today's
-template; `--also` adds configurations of the same family. Every kernel is checked against
+template; `--also` adds configurations of the same family, `--define NAME=VALUE` the report kernel built
+with a template switch (an experiment `#define`, not a family parameter). Every kernel is checked against
 torch.matmul once before timing. Our own template kernels run in this process (a bench tool, as
 `check_wgmma.py --raw`), never candidates of unknown origin.
 
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--also", action="append", default=[], help="JSON parameter overrides: one more kernel each"
     )
+    ap.add_argument(
+        "--define", action="append", default=[], help="NAME=VALUE: the report kernel with this switch, one more kernel each"
+    )
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"some of {','.join(VARIANTS)}")
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--out", type=Path, default=Path("bench/results/server-probe.json"))
@@ -85,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         overrides = [json.loads(a) for a in args.also]
     except json.JSONDecodeError as e:
         ap.error(f"--also: not JSON ({e})")
+    defines = [d.split("=", 1) for d in args.define]
+    if any(len(d) != 2 or not d[0].startswith("HG_") or not d[1].strip() for d in defines):
+        ap.error(f"--define: expected HG_NAME=VALUE, got {args.define}")
     rows = {(r["M"], r["N"], r["K"]): r for r in json.loads(args.report.read_text())["rows"]}
     missing = [s for s in shapes if not rows.get(s, {}).get("kernel")]
     if missing:
@@ -117,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 continue
             plan.append((s, "ours" if not extra else f"also{i}", family.render(q)))
+        for i, (name, value) in enumerate(defines, 1):
+            plan.append((s, f"define{i}", f"#define {name} {value}\n" + family.render(p)))
     built = compile_sources([src for _, _, src in plan])
     bad = [(s, label, b.message) for (s, label, _), b in zip(plan, built) if not b.ok]
     if bad:
@@ -167,13 +176,15 @@ def main(argv: list[str] | None = None) -> int:
 
     for i, extra in enumerate(overrides, 1):
         print(f"also{i} = {json.dumps(extra)}")
+    for i, d in enumerate(args.define, 1):
+        print(f"define{i} = {d}")
     baselines = ("torch_nn", "torch_tn", "lt_heuristic", "lt_autotuned")
     print(f"{'shape':>17} {'variant':>6} {'ours':>8} {'best base':>9} {'ratio':>6}  others")
     for row in out["rows"]:
         for v in variants:
             t = row["variants"][v]
             b = min((t[n], n) for n in baselines if n in t)
-            extra = " ".join(f"{k}={t[k]:.2f}" for k in t if k.startswith("also"))
+            extra = " ".join(f"{k}={t[k]:.2f}" for k in t if k.startswith(("also", "define")))
             ours = t.get("ours", float("nan"))
             print(
                 f"{row['M']:>5}x{row['N']}x{row['K']:<5} {v:>6} {ours:8.2f} {b[0]:9.2f} {b[0] / ours:6.3f}  "

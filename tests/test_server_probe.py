@@ -36,6 +36,8 @@ def test_kernel_params_come_from_the_export():
         (["--shapes", "512xbigx512"], "--shapes"),
         (["--shapes", "512x8192x512", "--also", "{bm: 64}"], "--also"),
         (["--shapes", "100x100x100"], "no kernel in the report"),
+        (["--shapes", "512x8192x512", "--define", "HG_L2_PREFETCH"], "--define"),
+        (["--shapes", "512x8192x512", "--define", "STAGES=4"], "--define"),
     ],
 )
 def test_bad_input_is_refused_with_a_reason(args, message, capsys):
