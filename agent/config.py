@@ -130,6 +130,8 @@ def load_config(explicit: str | Path | None = None) -> Config:
                     )
                 config.llm.prices[model] = (float(pair[0]), float(pair[1]))
         _fill(getattr(config, section), table, f"{path} [{section}]")
+    if config.search.refresh_within < 1.0:
+        raise BadInput(f"{path} [search].refresh_within: a factor of the best time, at least 1.0; got {config.search.refresh_within}")
     return config
 
 

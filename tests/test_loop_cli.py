@@ -121,3 +121,16 @@ def test_example_config_loads_and_unknown_keys_are_refused(tmp_path):
     bad.write_text("[budget]\nevals = 'many'\n")
     with pytest.raises(BadInput, match="expected"):
         load_config(bad)
+    bad.write_text("[search]\nrefresh_within = 0.5\n")
+    with pytest.raises(BadInput, match="refresh_within"):
+        load_config(bad)
+
+
+def test_search_refresh_settings_reach_the_template_proposer(tmp_path):
+    from agent.commands import make_proposers
+    from agent.config import load_config
+
+    path = tmp_path / "hgemm.toml"
+    path.write_text("[search]\nrefresh = 5\nrefresh_within = 1\n")  # an integer factor is read as a float
+    (proposer,) = make_proposers("template", load_config(path))
+    assert (proposer.refresh, proposer.refresh_within) == (5, 1.0)
