@@ -10,6 +10,8 @@ the flush (same random gaps, same single-launch graphs, contenders interleaved):
 - clean: the L2 evicted by *reading* twice its size (cold operands, clean lines to evict);
 - spin: no flush, a kernel that only waits (about 50 us) just before (warm L2, single launch; the wait
   covers the host's enqueueing, as the flush does);
+- self: as spin, but the contender itself runs once just before the wait (its code, constants and
+  descriptors are warm as in back-to-back launches); each contender timed on its own;
 - offline: for reference, back-to-back launches in one graph (evaluator.timing.time_offline).
 
 Each shape's kernel is the report's, re-rendered from its family and parameters with today's
@@ -32,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-VARIANTS = ("offline", "dirty", "clean", "spin")
+VARIANTS = ("offline", "dirty", "clean", "spin", "self")
+SPIN_CYCLES = 100_000  # about 50-100 us: long enough for the host to enqueue the timed launch
 
 
 def preparations(l2_bytes: int) -> dict:
@@ -46,7 +49,7 @@ def preparations(l2_bytes: int) -> dict:
     return {
         "dirty": Flusher(l2_bytes),
         "clean": lambda: torch.sum(reader, dim=0, out=total),
-        "spin": lambda: torch.cuda._sleep(100_000),  # clock cycles
+        "spin": lambda: torch.cuda._sleep(SPIN_CYCLES),
     }
 
 
@@ -166,6 +169,15 @@ def main(argv: list[str] | None = None) -> int:
         for v in variants:
             if v == "offline":
                 stats = time_offline(contenders, p.stream, samples=15)
+            elif v == "self":
+                stats = {}
+                for name, fn in contenders.items():
+
+                    def again(fn=fn):
+                        fn()
+                        torch.cuda._sleep(SPIN_CYCLES)
+
+                    stats.update(time_server({name: fn}, p.stream, info.l2_bytes, samples=args.samples, flush=again))
             else:
                 stats = time_server(contenders, p.stream, info.l2_bytes, samples=args.samples, flush=preps[v])
             row["variants"][v] = {name: st.median_us for name, st in stats.items()}
