@@ -8,8 +8,11 @@ sweeps of `bench/check_wgmma.py` (JSON under bench/results) and the quick-stage 
 reports, leaving each shape out in turn, the model's median Spearman rank correlation and the geometric
 mean of (measured time of the model's first choice / best measured time), without and with the factors.
 
+With `--current`, only archive records of kernels that the family still renders the same way count (a
+template change since makes older times measure another kernel).
+
 Usage: python bench/fit_wgmma_factors.py [--gpu-name "NVIDIA H200"] [--sms 132]
-           [--sweeps bench/results/worst12-*.json ...] [--archive bench/results/archive-*.jsonl.xz]
+           [--sweeps bench/results/worst12-*.json ...] [--archive bench/results/archive-*.jsonl.xz] [--current]
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from agent.model import predict_us, spearman  # noqa: E402
 from archive.transfer import read_export  # noqa: E402
 from evaluator.kernels import FAMILIES  # noqa: E402
 from evaluator.kernels.wgmma_family import TIME_FEATURES, factors_for, time_features  # noqa: E402
-from evaluator.record import GpuInfo  # noqa: E402
+from evaluator.record import GpuInfo, kernel_hash  # noqa: E402
 
 DEFAULT_SWEEPS = [
     "bench/results/worst12-wgmma-H200-2026-11-22.json",
@@ -58,11 +61,13 @@ def sweep_rows(paths: list[str]) -> list[tuple[dict, tuple[int, int, int], float
     return out
 
 
-def archive_rows(path: str, gpu_name: str) -> list[tuple[dict, tuple[int, int, int], float]]:
+def archive_rows(path: str, gpu_name: str, current: bool = False) -> list[tuple[dict, tuple[int, int, int], float]]:
     kernels, out = {}, []
+    family = FAMILIES["wgmma"]
     for line in read_export(path):
         if line.get("type") == "kernel" and line.get("family") == "wgmma":
-            kernels[line["hash"]] = line["params"]
+            if not current or kernel_hash(family.render(line["params"])) == line["hash"]:
+                kernels[line["hash"]] = line["params"]
         elif line.get("type") == "record":
             rec = line["record"]
             params = kernels.get(rec.get("kernel_hash"))
@@ -79,13 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweeps", nargs="*", default=DEFAULT_SWEEPS)
     ap.add_argument("--archive", default=DEFAULT_ARCHIVE)
     ap.add_argument("--ridge", type=float, default=1.0)
+    ap.add_argument("--current", action="store_true", help="only kernels the family renders the same way today")
     args = ap.parse_args(argv)
     gpu = GpuInfo(name=args.gpu_name, cc="9.0", driver="", sm_count=args.sms, l2_bytes=60 << 20,
                   smem_per_block_optin=232448)  # fmt: skip
     family = FAMILIES["wgmma"]
     rows = sweep_rows([p for pattern in args.sweeps for p in glob.glob(pattern)])
     if args.archive:
-        rows += archive_rows(args.archive, args.gpu_name)
+        rows += archive_rows(args.archive, args.gpu_name, args.current)
     by_shape: dict[tuple[int, int, int], list] = defaultdict(list)
     for params, shape, us in rows:
         # The model without the family's factors: they are what is being fitted.
