@@ -58,6 +58,7 @@ def previous_rows(path: Path) -> dict[tuple[int, int, int, str | None], dict[str
 def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
     """The report row of a fresh record of the input row's kernel, with the input's selected speedups."""
     from agent.sweep import row_from_record
+    from evaluator.record import MODES
 
     out = row_from_record(
         row["M"],
@@ -72,7 +73,7 @@ def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
         gpu_seconds=row["gpu_seconds"],
         status="confirmed",
     )
-    for mode in ("offline", "server"):
+    for mode in MODES:
         out[f"selected_{mode}_speedup_best"] = row.get(f"{mode}_speedup_best")
     if not record.ok:
         out["confirm_failure"] = record.failure_kind
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
                 write(False)
                 continue
             t0 = time.monotonic()
-            (rec,) = ev.evaluate([kernel["source"]], *shape, stage="full", modes=("offline", "server"))
+            (rec,) = ev.evaluate([kernel["source"]], *shape, stage="full", modes=MODES)
             seconds = time.monotonic() - t0
             out[i] = confirm_row(row, rec)
             write(False)

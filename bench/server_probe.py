@@ -43,12 +43,11 @@ def preparations(l2_bytes: int) -> dict:
 
     from evaluator.timing import Flusher
 
-    words = max(2 * l2_bytes, 64 << 20) // 4
-    reader = torch.ones(words, dtype=torch.float32, device="cuda")
-    total = torch.empty((), dtype=torch.float32, device="cuda")
+    dirty = Flusher(l2_bytes)
+    total = torch.empty((), dtype=torch.int64, device="cuda")
     return {
-        "dirty": Flusher(l2_bytes),
-        "clean": lambda: torch.sum(reader, dim=0, out=total),
+        "dirty": dirty,
+        "clean": lambda: torch.sum(dirty.buf, dim=0, out=total),  # reads the flush buffer: clean lines
         "spin": lambda: torch.cuda._sleep(SPIN_CYCLES),
     }
 
@@ -111,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from evaluator.compile import compile_sources
     from evaluator.harness import Candidate, Problem
     from evaluator.kernels import get_family
+    from evaluator.record import BASELINES
     from evaluator.timing import time_offline, time_server
 
     # Every kernel of every shape, compiled up front in parallel.
@@ -120,11 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         family = get_family(family_name)
         for i, extra in enumerate([{}, *overrides]):
             q = family.repair({**p, **extra}) if extra else p
-            if extra and (family.check(q, *s) or q == p):
-                print(
-                    f"{s} also{i}: {family.check(q, *s) or 'same as the report kernel'}; skipped",
-                    file=sys.stderr,
-                )
+            why = extra and (family.check(q, *s) or (q == p and "same as the report kernel"))
+            if why:
+                print(f"{s} also{i}: {why}; skipped", file=sys.stderr)
                 continue
             plan.append((s, "ours" if not extra else f"also{i}", family.render(q)))
         for i, (name, value) in enumerate(defines, 1):
@@ -190,12 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"also{i} = {json.dumps(extra)}")
     for i, d in enumerate(args.define, 1):
         print(f"define{i} = {d}")
-    baselines = ("torch_nn", "torch_tn", "lt_heuristic", "lt_autotuned")
     print(f"{'shape':>17} {'variant':>6} {'ours':>8} {'best base':>9} {'ratio':>6}  others")
     for row in out["rows"]:
         for v in variants:
             t = row["variants"][v]
-            b = min((t[n], n) for n in baselines if n in t)
+            b = min((t[n], n) for n in BASELINES if n in t)
             extra = " ".join(f"{k}={t[k]:.2f}" for k in t if k.startswith(("also", "define")))
             ours = t.get("ours", float("nan"))
             print(
