@@ -212,17 +212,18 @@ def write_report(
 def archived_row(
     archive: Any, M: int, N: int, K: int, gpu: str, objective: str = "both"
 ) -> dict[str, Any] | None:
-    """A row from the archive's best ranked kernel for the shape on this GPU by `objective` (see
-    `agent.loop.objective_score`), or None."""
-    from agent.loop import objective_score
-
-    if objective == "both":  # the best of the top offline rows by the geometric mean of both modes
+    """A row from the archive's best ranked kernel for the shape on this GPU by `objective`, or None."""
+    if objective == "both":
+        # The best of the top offline rows by the geometric mean of the kernel's own times in both modes:
+        # for one shape that ranks as the geometric mean of speedups over fixed baselines would, and a
+        # disturbed sample (the host falling behind the GPU, say) can make a time longer, never shorter,
+        # while a record whose baselines were disturbed would otherwise win on its inflated speedups.
         scored = []
         for row in archive.leaderboard(gpu=gpu, mode="offline", top=ARCHIVED_CANDIDATES, shape=(M, N, K)):
             rec = archive.eval_record(row["record_id"])
-            score = objective_score(rec, objective) if rec is not None else None
-            if score is not None:
-                scored.append((score, -row["id"], row, rec))
+            times = (rec.median_us("offline"), rec.median_us("server")) if rec is not None else (None, None)
+            if rec is not None and rec.speedup_best("offline") and rec.speedup_best("server") and all(times):
+                scored.append((-math.sqrt(times[0] * times[1]), -row["id"], row, rec))
         if not scored:
             return None
         _, _, best, record = max(scored, key=lambda s: s[:2])
@@ -332,11 +333,14 @@ def run_sweep(
 
 
 def row_score(row: dict[str, Any], objective: str) -> float:
-    """A row's score on `objective` (as `agent.loop.objective_score` scores a record); -inf without a kernel."""
-    from agent.loop import objective_value
-
-    score = objective_value(row.get("offline_speedup_best"), row.get("server_speedup_best"), objective)
-    return -math.inf if score is None else score
+    """Higher is better: minus the kernel's own time in the objective's mode (the geometric mean of both
+    modes' times for "both"; see `archived_row` for why not its speedups); -inf without a kernel."""
+    off, srv = row.get("offline_us"), row.get("server_us")
+    if objective == "both":
+        t = math.sqrt(off * srv) if off and srv else None
+    else:
+        t = off if objective == "offline" else srv
+    return -math.inf if not t or not row.get("kernel") else -t
 
 
 def _line(row: dict[str, Any]) -> str:

@@ -17,7 +17,9 @@ the flush (same random gaps, same single-launch graphs, contenders interleaved):
 Each shape's kernel is the report's, re-rendered from its family and parameters with today's
 template; `--also` adds configurations of the same family, `--define NAME=VALUE` the report kernel built
 with a template switch (an experiment `#define`, not a family parameter). Every kernel is checked against
-torch.matmul once before timing. Our own template kernels run in this process (a bench tool, as
+torch.matmul once before timing. `--floors` adds two non-GEMM kernels under the same contract
+(`floor_kernels.cu`): `floor_empty`, an empty launch, and `floor_touch`, which reads A and Bt and writes C
+once with no math: what a single launch of the shape costs before any GEMM work. Our own template kernels run in this process (a bench tool, as
 `check_wgmma.py --raw`), never candidates of unknown origin.
 
 Usage: python bench/server_probe.py REPORT.json ARCHIVE.jsonl.xz --shapes 12288x1024x512,...
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--define", action="append", default=[], help="NAME=VALUE: the report kernel with this switch, one more kernel each"
     )
+    ap.add_argument("--floors", action="store_true", help="also time floor_empty and floor_touch (floor_kernels.cu)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"some of {','.join(VARIANTS)}")
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--out", type=Path, default=Path("bench/results/server-probe.json"))
@@ -127,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
             plan.append((s, "ours" if not extra else f"also{i}", family.render(q)))
         for i, (name, value) in enumerate(defines, 1):
             plan.append((s, f"define{i}", f"#define {name} {value}\n" + family.render(p)))
+        if args.floors:
+            floor_src = (Path(__file__).parent / "floor_kernels.cu").read_text()
+            plan += [(s, f"floor_{kind}", f"#define HG_FLOOR {i}\n{floor_src}") for i, kind in enumerate(("empty", "touch"))]
     built = compile_sources([src for _, _, src in plan])
     bad = [(s, label, b.message) for (s, label, _), b in zip(plan, built) if not b.ok]
     if bad:
@@ -155,8 +161,14 @@ def main(argv: list[str] | None = None) -> int:
             if shape != s:
                 continue
             cand = Candidate(b.lib_path)
-            p.launch(cand)
+            if p.launch(cand) != 0:
+                print(f"{s} {label}: launch failed; not timed", file=sys.stderr)
+                continue
             torch.cuda.synchronize()
+            if label.startswith("floor_"):  # not a GEMM: nothing to check
+                kernels[label] = {"hash": b.kernel_hash}
+                contenders[label] = lambda cand=cand, p=p: p.launch(cand)
+                continue
             err = ((p.c.float() - ref.float()).norm() / ref.float().norm()).item()
             if not err < 1e-2:
                 print(f"{s} {label}: wrong result (relative error {err:.3g}); not timed", file=sys.stderr)
@@ -193,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         for v in variants:
             t = row["variants"][v]
             b = min((t[n], n) for n in BASELINES if n in t)
-            extra = " ".join(f"{k}={t[k]:.2f}" for k in t if k.startswith(("also", "define")))
+            extra = " ".join(f"{k}={t[k]:.2f}" for k in t if k.startswith(("also", "define", "floor")))
             ours = t.get("ours", float("nan"))
             print(
                 f"{row['M']:>5}x{row['N']}x{row['K']:<5} {v:>6} {ours:8.2f} {b[0]:9.2f} {b[0] / ours:6.3f}  "

@@ -11,6 +11,15 @@ counts: each contender is captured once, and only graph replays are timed.
   single-launch graph replay is timed with events. At least 30 samples per contender.
 
 Reported: median, p10, p90 (microseconds) over samples.
+
+A server sample counts only if the host had enqueued its whole timed section (start event, replay,
+end event) before the GPU reached the start event: otherwise the GPU idled inside the window waiting
+for the host (a busy host: compiles running beside the timing), and the sample would time the host.
+A short spin kernel before the flush gives the host that head start; a sample taken without it is
+dropped and taken again, up to RETRIES times; a contender left with fewer than half its samples raises
+TimingDisturbed. (Offline samples need no such check: the replays queue back to back behind a
+warm-up replay, and a host stall, divided by the graph's launches, reaches the median only if it
+lasts through most of the samples.)
 """
 
 from __future__ import annotations
@@ -24,6 +33,35 @@ import torch
 from evaluator.record import Stats
 
 Contender = Callable[[], None]
+RETRIES = 3  # attempts per server sample, at most, before giving up on it
+HEAD_START_CYCLES = 100_000  # a one-thread spin (about 50-100 us) before each flush: the host's head start
+dropped_samples = 0  # samples dropped in this process because the host fell behind (for probes and tests)
+
+
+class TimingDisturbed(RuntimeError):
+    """The host could not keep ahead of the GPU for enough samples: no honest time to report."""
+
+
+def _enqueue_timed(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream):
+    """Record start, replay `graph`, record end; return the two events and whether the sample is
+    clean (the start event had not yet completed once everything was enqueued)."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(stream)
+    graph.replay()
+    e.record(stream)
+    clean = not s.query()
+    if not clean:
+        global dropped_samples
+        dropped_samples += 1
+    return s, e, clean
+
+
+def _enough(name: str, got: int, wanted: int) -> None:
+    if got < max(1, (wanted + 1) // 2):
+        raise TimingDisturbed(
+            f"{name}: only {got} of {wanted} samples were clean: the host fell behind the GPU "
+            "inside the timed window (is the machine busy?)"
+        )
 
 
 def capture(fn: Contender, reps: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
@@ -71,7 +109,7 @@ def time_offline(
     for name, fn in contenders.items():
         r = reps or reps_for(estimate_us(fn, stream))
         graphs[name] = (capture(fn, r, stream), r)
-    events = {n: [] for n in graphs}
+    events: dict[str, list] = {n: [] for n in graphs}
     names = list(graphs)
     with torch.cuda.stream(stream):
         for g, _ in graphs.values():  # warm-up replay
@@ -79,10 +117,9 @@ def time_offline(
         for i in range(samples):
             order = names[i % len(names) :] + names[: i % len(names)]
             for name in order:
-                g, _ = graphs[name]
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s.record(stream)
-                g.replay()
+                graphs[name][0].replay()
                 e.record(stream)
                 events[name].append((s, e))
     stream.synchronize()
@@ -120,14 +157,17 @@ def time_server(
         for _ in range(samples):
             rng.shuffle(names)
             for name in names:
-                stream.synchronize()
-                time.sleep(rng.expovariate(1.0 / mean_gap_us) * 1e-6)  # GPU idle, at random intervals
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                flush()  # the flush runs long enough for the host to enqueue what follows
-                s.record(stream)
-                graphs[name].replay()
-                e.record(stream)
-                e.synchronize()
-                out[name].append(s.elapsed_time(e) * 1000.0)
+                for _attempt in range(RETRIES):
+                    stream.synchronize()
+                    time.sleep(rng.expovariate(1.0 / mean_gap_us) * 1e-6)  # GPU idle, at random intervals
+                    torch.cuda._sleep(HEAD_START_CYCLES)  # touches no memory
+                    flush()
+                    s, e, clean = _enqueue_timed(graphs[name], stream)
+                    e.synchronize()
+                    if clean:
+                        out[name].append(s.elapsed_time(e) * 1000.0)
+                        break
     del flush
+    for n, v in out.items():
+        _enough(n, len(v), samples)
     return {n: _stats(v) for n, v in out.items()}

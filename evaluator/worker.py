@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 import time
 import traceback
 from dataclasses import asdict
@@ -259,6 +260,7 @@ class _Session:
         if self.baselines:
             contenders.update(self.baselines.contenders)
         out = {}
+        dropped = timing.dropped_samples
         for mode in modes:
             if mode == "offline":
                 stats = timing.time_offline(contenders, p.stream, samples=7 if stage == "quick" else 15)
@@ -266,6 +268,9 @@ class _Session:
                 stats = timing.time_server(contenders, p.stream, self.info.l2_bytes, samples=30)
             out[mode] = {k: asdict(v) for k, v in stats.items()}
         self._sync_or_die()
+        if timing.dropped_samples > dropped:  # to the worker's log
+            print(f"timing {cid}: {timing.dropped_samples - dropped} samples dropped (host behind the GPU), "
+                  f"{timing.dropped_samples} in this worker", file=sys.stderr, flush=True)  # fmt: skip
         return out
 
     def forget(self, cid: str) -> None:

@@ -4,6 +4,7 @@ bad input before it touches a GPU."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,13 @@ def test_bad_input_is_refused_with_a_reason(args, message, capsys):
         probe.main([str(REPORT), str(ARCHIVE), *args])
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_the_floor_kernels_build_under_the_contract_for_both_targets():
+    from evaluator.compile import compile_sources
+
+    source = (Path(__file__).resolve().parents[1] / "bench" / "floor_kernels.cu").read_text()
+    built = compile_sources([f"#define HG_FLOOR {i}\n{source}" for i in (0, 1)], archs=("sm_90a", "sm_80"))
+    assert all(b.ok for b in built), [b.message for b in built]  # the static check of host code passed too
+    assert built[0].kernel_hash != built[1].kernel_hash

@@ -295,3 +295,29 @@ def test_a_resumed_shape_is_chosen_by_the_objective():
         assert sweep.archived_row(archive, 256, 256, 256, gpu, "offline")["kernel"] == kernel_hash(cold_sensitive)
         assert sweep.archived_row(archive, 256, 256, 256, gpu, "both")["kernel"] == kernel_hash(even)
         assert sweep.archived_row(archive, 256, 256, 256, gpu, "server")["kernel"] == kernel_hash(even)
+
+
+def test_a_record_with_disturbed_baselines_does_not_win_the_resumed_row():
+    from agent.proposer import Candidate
+    from archive import Archive
+    from evaluator.kernels import get_family
+
+    body = get_family("small").render(dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1))
+    fast, slow = "// STANDIN_SPEED 0.7\n" + body, "// STANDIN_SPEED 1.0\n" + body  # time factors
+    ev = StandinEvaluator()
+    with Archive() as archive:
+        (rec_fast,) = ev.evaluate([fast], 256, 256, 256, stage="full")
+        (rec_slow,) = ev.evaluate([slow], 256, 256, 256, stage="full")
+        for mode in rec_slow.modes.values():  # the slow kernel's baselines timed 2x too long (a busy host)
+            for stats in mode.baselines.values():
+                stats.median_us *= 2
+            mode.finish(256, 256, 256)
+        assert rec_slow.speedup_best("server") > rec_fast.speedup_best("server")  # it looks better on speedups
+        archive.record(Candidate(fast, "list"), rec_fast)
+        archive.record(Candidate(slow, "list"), rec_slow)
+        gpu = ev.gpu_info().name
+        row = sweep.archived_row(archive, 256, 256, 256, gpu, "both")
+        assert row["kernel"] == kernel_hash(fast)
+        prior_slow = sweep.row_from_record(256, 256, 256, rec_slow, kernel=kernel_hash(slow), family="small",
+                                           proposer="list", gpu=gpu, evals=1, gpu_seconds=0.0)  # fmt: skip
+        assert sweep.row_score(row, "both") > sweep.row_score(prior_slow, "both")
