@@ -17,7 +17,7 @@ from typing import Any
 import prompts
 from agent.proposer import ProposalContext
 from evaluator.api import contract_text
-from evaluator.record import MODES, EvalRecord, GpuInfo
+from evaluator.record import MODES, NOT_DEFECTS, EvalRecord, GpuInfo
 
 NCU_KEYS_SHOWN = 12  # at most this many NCU metrics per kernel in a prompt
 
@@ -84,7 +84,7 @@ def scored_from_record(source: str, record: EvalRecord) -> Scored | None:
 
 
 def failure_from_record(record: EvalRecord) -> Failure | None:
-    if record.ok or not record.failure_kind or record.failure_kind == "unsupported_shape":
+    if record.ok or not record.failure_kind or record.failure_kind in NOT_DEFECTS:
         return None
     message = " ".join((record.failure_message or "").split())
     return Failure(record.kernel_hash, record.failure_kind, message[:400])

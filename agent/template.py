@@ -39,7 +39,7 @@ from typing import Any
 
 from agent.model import predict_us
 from agent.proposer import Candidate, ProposalContext
-from evaluator.record import EvalRecord, GpuInfo, kernel_hash
+from evaluator.record import NOT_DEFECTS, EvalRecord, GpuInfo, kernel_hash
 
 Key = tuple[str, tuple[tuple[str, Any], ...]]
 
@@ -247,7 +247,7 @@ class TemplateProposer:
             self.key_hash[key], self.hash_key[h] = h, key
         self.proposed.add(key)
         t = row.get("offline_us")
-        if row.get("failure_kind") not in (None, "unsupported_shape"):
+        if row.get("failure_kind") not in (None, *NOT_DEFECTS):
             self.failed.add(key)
         elif t is not None and row.get("correct"):
             self._measure(key, float(t))
@@ -275,7 +275,7 @@ class TemplateProposer:
                 del self.outdated[key]  # re-measured as it renders now: that time replaces the old one
                 self.measured.pop(key, None)
             if t is None:
-                if rec.failure_kind != "unsupported_shape":
+                if rec.failure_kind not in NOT_DEFECTS:
                     self.failed.add(key)
                     self.family_fails[cand.family] = self.family_fails.get(cand.family, 0) + 1
                 continue

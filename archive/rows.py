@@ -14,12 +14,12 @@ import hashlib
 import json
 from typing import Any
 
-from evaluator.record import BASELINES, FAILURE_KINDS, EvalRecord
+from evaluator.record import BASELINES, FAILURE_KINDS, NOT_DEFECTS, EvalRecord
 
 JSON_COLUMNS = ("params", "config", "baselines", "resources", "ncu", "record")
 # Failures that make a kernel untrustworthy on a shape and GPU however often it passed there (a race, a
-# flaky write, a sanitizer report, a hang): every one but "this kernel does not support the shape".
-DISQUALIFYING = tuple(kind for kind in FAILURE_KINDS if kind != "unsupported_shape")
+# flaky write, a sanitizer report, a hang): every one but those that say nothing against the kernel.
+DISQUALIFYING = tuple(kind for kind in FAILURE_KINDS if kind not in NOT_DEFECTS)
 
 
 def dumps(value: Any) -> str | None:

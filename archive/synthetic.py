@@ -103,7 +103,7 @@ def attempts(
     hashes: list[str] = []
     from evaluator.record import kernel_hash
 
-    failure_kinds = [k for k in FAILURE_KINDS if k != "suspicious_speed"]
+    failure_kinds = [k for k in FAILURE_KINDS if k not in ("suspicious_speed", "timing_disturbed")]
     for _ in range(n):
         fam, params, src = rng.choice(pool)
         h = kernel_hash(src)

@@ -108,6 +108,9 @@ class LocalEvaluator:
             rec.correct = True
             times = self.worker.request("time", 120.0 + _check_timeout(M, N, K), cid=cid, modes=list(modes), stage=stage)
             self.worker.request("forget", 10.0, cid=cid)
+            if "disturbed" in times:  # a correct kernel left without an honest time (a busy host)
+                rec.fail("timing_disturbed", times["disturbed"])
+                return
         except WorkerFailed as e:
             self._shape = None  # the next candidate gets a fresh, re-prepared worker
             rec.correct = False

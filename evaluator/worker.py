@@ -261,12 +261,15 @@ class _Session:
             contenders.update(self.baselines.contenders)
         out = {}
         dropped = timing.dropped_samples
-        for mode in modes:
-            if mode == "offline":
-                stats = timing.time_offline(contenders, p.stream, samples=7 if stage == "quick" else 15)
-            else:
-                stats = timing.time_server(contenders, p.stream, self.info.l2_bytes, samples=30)
-            out[mode] = {k: asdict(v) for k, v in stats.items()}
+        try:
+            for mode in modes:
+                if mode == "offline":
+                    stats = timing.time_offline(contenders, p.stream, samples=7 if stage == "quick" else 15)
+                else:
+                    stats = timing.time_server(contenders, p.stream, self.info.l2_bytes, samples=30)
+                out[mode] = {k: asdict(v) for k, v in stats.items()}
+        except timing.TimingDisturbed as e:
+            out = {"disturbed": str(e)}
         self._sync_or_die()
         if timing.dropped_samples > dropped:  # to the worker's log
             print(f"timing {cid}: {timing.dropped_samples - dropped} samples dropped (host behind the GPU), "

@@ -155,13 +155,18 @@ def test_a_kernel_that_ever_failed_on_a_shape_is_not_ranked_there(arc):
     arc.add_evaluation(other, timed(other, 1024, 1024, 1024, 6.0))
     arc.add_evaluation(other, EvalRecord(other, 1024, 1024, 1024, gpu="H100").fail("unsupported_shape", "no"))
     assert arc.best(1024, 1024, 1024)["kernel"] == other
+    # nor is a run the host disturbed: the kernel passed its checks, only its time is missing
+    disturbed = EvalRecord(other, 1024, 1024, 1024, gpu="H100", correct=True).fail("timing_disturbed", "busy host")
+    assert disturbed.correct and not disturbed.ok
+    arc.add_evaluation(other, disturbed)
+    assert arc.best(1024, 1024, 1024)["kernel"] == other
 
 
-def test_disqualifying_failures_are_every_kind_but_unsupported_shape():
+def test_disqualifying_failures_are_every_kind_but_those_that_are_not_defects():
     from archive.rows import DISQUALIFYING
     from evaluator.record import FAILURE_KINDS
 
-    assert set(DISQUALIFYING) == set(FAILURE_KINDS) - {"unsupported_shape"}
+    assert set(DISQUALIFYING) == set(FAILURE_KINDS) - {"unsupported_shape", "timing_disturbed"}
 
 
 def test_migration_3_unranks_kernels_that_failed_before_it(tmp_path, monkeypatch):
