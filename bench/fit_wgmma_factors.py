@@ -9,10 +9,15 @@ reports, leaving each shape out in turn, the model's median Spearman rank correl
 mean of (measured time of the model's first choice / best measured time), without and with the factors.
 
 With `--current`, only archive records of kernels that the family still renders the same way count (a
-template change since makes older times measure another kernel).
+template change since makes older times measure another kernel). With `--holdout-since TIME`, archive records
+created at or after TIME (ISO 8601) are left out of the fit and only judged: a test on times measured after
+the factors were chosen.
+
+The model is taken bare: given a family's name rather than the family, `predict_us` applies no factors.
 
 Usage: python bench/fit_wgmma_factors.py [--gpu-name "NVIDIA H200"] [--sms 132]
            [--sweeps bench/results/worst12-*.json ...] [--archive bench/results/archive-*.jsonl.xz] [--current]
+           [--holdout-since 2026-11-22T14:40]
 """
 
 from __future__ import annotations
@@ -61,7 +66,11 @@ def sweep_rows(paths: list[str]) -> list[tuple[dict, tuple[int, int, int], float
     return out
 
 
-def archive_rows(path: str, gpu_name: str, current: bool = False) -> list[tuple[dict, tuple[int, int, int], float]]:
+def archive_rows(
+    path: str, gpu_name: str, current: bool = False, since: str | None = None, before: str | None = None
+) -> list[tuple[dict, tuple[int, int, int], float]]:
+    """(params, shape, offline us) of the archive's correct quick-stage wgmma records on `gpu_name`, created
+    at or after `since` and before `before` when given."""
     kernels, out = {}, []
     family = FAMILIES["wgmma"]
     for line in read_export(path):
@@ -73,6 +82,8 @@ def archive_rows(path: str, gpu_name: str, current: bool = False) -> list[tuple[
             params = kernels.get(rec.get("kernel_hash"))
             if params is None or rec.get("stage") != "quick" or rec.get("failure_kind") or rec.get("gpu") != gpu_name:
                 continue
+            if (since and rec.get("created", "") < since) or (before and rec.get("created", "") >= before):
+                continue
             out.append((params, (rec["M"], rec["N"], rec["K"]), rec["modes"]["offline"]["candidate"]["median_us"]))
     return out
 
@@ -81,23 +92,32 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu-name", default="NVIDIA H200")
     ap.add_argument("--sms", type=int, default=132)
+    ap.add_argument("--l2-mib", type=int, default=60, help="L2 size for the model (H200 60, H100 50)")
     ap.add_argument("--sweeps", nargs="*", default=DEFAULT_SWEEPS)
     ap.add_argument("--archive", default=DEFAULT_ARCHIVE)
     ap.add_argument("--ridge", type=float, default=1.0)
     ap.add_argument("--current", action="store_true", help="only kernels the family renders the same way today")
+    ap.add_argument("--holdout-since", default=None, help="judge, not fit, archive records created at or after this")
     args = ap.parse_args(argv)
-    gpu = GpuInfo(name=args.gpu_name, cc="9.0", driver="", sm_count=args.sms, l2_bytes=60 << 20,
+    gpu = GpuInfo(name=args.gpu_name, cc="9.0", driver="", sm_count=args.sms, l2_bytes=args.l2_mib << 20,
                   smem_per_block_optin=232448)  # fmt: skip
     family = FAMILIES["wgmma"]
     rows = sweep_rows([p for pattern in args.sweeps for p in glob.glob(pattern)])
+    held: list = []
     if args.archive:
-        rows += archive_rows(args.archive, args.gpu_name, args.current)
-    by_shape: dict[tuple[int, int, int], list] = defaultdict(list)
-    for params, shape, us in rows:
-        # The model without the family's factors: they are what is being fitted.
-        base = predict_us(family.name, params, *shape, gpu)
-        if math.isfinite(base) and base > 0:
-            by_shape[shape].append((time_features(params), base, us))
+        rows += archive_rows(args.archive, args.gpu_name, args.current, before=args.holdout_since)
+        if args.holdout_since:
+            held = archive_rows(args.archive, args.gpu_name, args.current, since=args.holdout_since)
+
+    def group(rows) -> dict[tuple[int, int, int], list]:
+        by: dict[tuple[int, int, int], list] = defaultdict(list)
+        for params, shape, us in rows:
+            base = bare_us(family, params, shape, gpu)
+            if math.isfinite(base) and base > 0:
+                by[shape].append((time_features(params), base, us))
+        return by
+
+    by_shape = group(rows)
     shapes = sorted(s for s, v in by_shape.items() if len(v) >= 4)
 
     def fit(train: list) -> np.ndarray:
@@ -110,14 +130,15 @@ def main(argv: list[str] | None = None) -> int:
         x, y = np.vstack(xs), np.concatenate(ys)
         return np.linalg.solve(x.T @ x + args.ridge * np.eye(x.shape[1]), x.T @ y)
 
-    def judge(s, w) -> tuple[float | None, float]:
-        pred = [base * math.exp(float(np.dot(w, x))) for x, base, _ in by_shape[s]]
-        times = [us for _, _, us in by_shape[s]]
+    def judge(s, w, by=by_shape) -> tuple[float | None, float]:
+        pred = [base * math.exp(float(np.dot(w, x))) for x, base, _ in by[s]]
+        times = [us for _, _, us in by[s]]
         return spearman(pred, times), times[int(np.argmin(pred))] / min(times)
 
     zero = np.zeros(len(TIME_FEATURES))
     before = [judge(s, zero) for s in shapes]
-    committed = [judge(s, np.log([factors_for(args.gpu_name)[name] for name in TIME_FEATURES])) for s in shapes]
+    committed_w = np.log([factors_for(args.gpu_name)[name] for name in TIME_FEATURES])
+    committed = [judge(s, committed_w) for s in shapes]
     after = [judge(s, fit([t for t in shapes if t != s])) for s in shapes]
 
     def line(v) -> str:
@@ -129,9 +150,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model alone:                {line(before)}")
     print(f"with the committed factors: {line(committed)}")
     print(f"with factors (shape left out): {line(after)}")
-    factors = {name: round(math.exp(w), 3) for name, w in zip(TIME_FEATURES, fit(shapes), strict=True)}
+    fitted = fit(shapes)
+    factors = {name: round(math.exp(w), 3) for name, w in zip(TIME_FEATURES, fitted, strict=True)}
     print("factors fitted on all shapes:", json.dumps(factors))
+    if held:
+        by_held = group(held)
+        hs = sorted(s for s, v in by_held.items() if len(v) >= 4)
+        print(f"held out: {len(held)} times measured since {args.holdout_since}, {len(hs)} shapes with at least 4")
+        if hs:
+            print(f"  model alone:                {line([judge(s, zero, by_held) for s in hs])}")
+            print(f"  with the committed factors: {line([judge(s, committed_w, by_held) for s in hs])}")
+            print(f"  with the factors fitted above: {line([judge(s, fitted, by_held) for s in hs])}")
     return 0
+
+
+def bare_us(family, params: dict, shape: tuple[int, int, int], gpu: GpuInfo) -> float:
+    """The analytic model's time without the family's factors: they are what is being fitted (given the
+    family's name, not the family, `predict_us` applies none)."""
+    return predict_us(family.name, params, *shape, gpu)
 
 
 if __name__ == "__main__":

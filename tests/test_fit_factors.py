@@ -28,3 +28,17 @@ def test_the_fit_runs_on_the_committed_archive(capsys):
     assert fit.main(["--gpu-name", H100, "--sweeps", "--archive", str(ARCHIVE), "--current"]) == 0
     out = capsys.readouterr().out
     assert "with factors (shape left out)" in out and "factors fitted on all shapes" in out
+
+
+def test_times_measured_after_a_date_are_judged_not_fitted(capsys):
+    fit = load_bench("fit_wgmma_factors")
+    r9 = ARCHIVE.with_name("archive-grid100-r9-H100-2026-11-22.jsonl.xz")
+    since = "2026-11-22T14:40"
+    before = fit.archive_rows(str(r9), H100, current=True, before=since)
+    after = fit.archive_rows(str(r9), H100, current=True, since=since)
+    assert before and after and len(before) + len(after) == len(fit.archive_rows(str(r9), H100, current=True))
+    assert fit.main(["--gpu-name", H100, "--l2-mib", "50", "--sweeps", "--archive", str(r9), "--current",
+                     "--holdout-since", since]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert f"{len(before)} measured wgmma times" in out
+    assert f"held out: {len(after)} times measured since {since}" in out
