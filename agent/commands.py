@@ -104,6 +104,7 @@ def _apply_options(config: Config, **options: Any) -> Config:
         "batch": ("search", "batch"),
         "finalists": ("search", "finalists"),
         "seed": ("search", "seed"),
+        "quick_server": ("search", "quick_server"),
     }
     for option, value in options.items():
         if value is not None:
@@ -203,6 +204,9 @@ def optimize_command(
     batch: int | None = typer.Option(None, help="candidates per quick-stage round"),
     finalists: int | None = typer.Option(None, help="quick-stage winners per round re-evaluated in full"),
     seed: int | None = typer.Option(None, help="random seed for proposers"),
+    quick_server: bool | None = typer.Option(
+        None, "--quick-server/--no-quick-server", help="time server mode at the quick stage too; promote by the objective"
+    ),
     out: Path | None = typer.Option(None, help="write the best kernel to this .cu file"),
     json_out: Path | None = typer.Option(None, "--json", help="write a JSON summary of the run to this file"),
     ncu: bool = typer.Option(False, help="collect Nsight Compute metrics at the full stage"),
@@ -231,6 +235,7 @@ def optimize_command(
         batch=batch,
         finalists=finalists,
         seed=seed,
+        quick_server=quick_server,
     )
     if out is not None and out.exists() and out.is_dir():
         raise BadInput(f"--out {out} is a directory")
@@ -292,6 +297,7 @@ def run_optimize(
             sanitize=sanitize,
             objective=objective,
             config=recorded,
+            quick_server=config.search.quick_server,
         )
 
 

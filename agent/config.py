@@ -68,6 +68,7 @@ class SearchConfig:
     seed: int = 0
     refresh: int = 2  # template proposer: archived configurations re-measured when their template changed
     refresh_within: float = REFRESH_WITHIN  # ... only those measured within this factor of the shape's best
+    quick_server: bool = False  # quick stage also times server mode; finalists promoted by the objective
 
 
 @dataclass
@@ -96,7 +97,9 @@ def _fill(obj: Any, table: dict[str, Any], where: str) -> None:
         if key not in known or key == "prices":
             raise BadInput(f"{where}: unknown key {key!r}")
         default = getattr(obj, key)
-        if default is not None and not isinstance(value, type(default)) or isinstance(value, bool):
+        if default is not None and not isinstance(value, type(default)) or (
+            isinstance(value, bool) and not isinstance(default, bool)
+        ):
             if not (isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool)):
                 raise BadInput(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
             value = float(value)

@@ -10,7 +10,9 @@ template families) run inline and keep the GPU busy between LLM replies. New can
 seen in this run) are evaluated at stage "quick" (offline timing, basic checks; compiles run on CPU
 cores inside the evaluator); the best few correct ones of the round are re-evaluated at stage "full"
 (both modes, complete correctness suite). That is successive halving: cheap evaluations for all,
-expensive ones for the promising.
+expensive ones for the promising. With `quick_server` the quick stage times server mode too, and the
+round's finalists are the best by the objective's own times (the geometric mean of both modes for
+"both") instead of by offline time alone.
 
 Invariants:
 - Every record (quick and full, failures included) goes to the archive as soon as it exists, with its
@@ -161,10 +163,12 @@ class _Run:
         ncu,
         sanitize,
         objective="both",
+        quick_server=False,
     ):
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
         self.objective = objective
+        self.quick_modes = MODES if quick_server else ("offline",)
         self.M, self.N, self.K = M, N, K
         self.proposers: list[Proposer] = list(proposers)
         self.evaluator, self.archive, self.retriever = evaluator, archive, retriever
@@ -292,7 +296,7 @@ class _Run:
         self.owner.update((c.hash, i) for i, c in batch)
         if stage == "quick":
             records = self.evaluator.evaluate(
-                sources, self.M, self.N, self.K, stage="quick", modes=("offline",)
+                sources, self.M, self.N, self.K, stage="quick", modes=self.quick_modes
             )
         else:
             records = self.evaluator.evaluate(
@@ -321,9 +325,10 @@ class _Run:
         return pairs
 
     def promote(self, round_results: list[tuple[int, Candidate, EvalRecord]]) -> list[tuple[int, Candidate]]:
-        """The round's best correct quick results worth a full evaluation (successive halving)."""
+        """The round's best correct quick results worth a full evaluation (successive halving), by
+        `quick_time`."""
         timed = sorted(
-            ((r.median_us("offline"), i, c) for i, c, r in round_results if r.ok and r.median_us("offline")),
+            ((t, i, c) for i, c, r in round_results if r.ok and (t := self.quick_time(r)) is not None),
             key=lambda t: (t[0], t[2].hash),
         )
         if not timed:
@@ -334,6 +339,17 @@ class _Run:
         chosen = [(i, c) for us, i, c in timed[: self.finalists] if us <= cutoff * PROMOTE_WITHIN]
         left = self.evals_left()
         return chosen if left is None else chosen[: max(0, left)]
+
+    def quick_time(self, record: EvalRecord) -> float | None:
+        """What ranks a quick result: its offline time, or with server mode timed too, its time in the
+        objective's mode (the geometric mean of both for "both")."""
+        off = record.median_us("offline")
+        if "server" not in self.quick_modes or self.objective == "offline":
+            return off
+        srv = record.median_us("server")
+        if self.objective == "server":
+            return srv
+        return math.sqrt(off * srv) if off and srv else None
 
     def update_best(self, pairs: list[tuple[Candidate, EvalRecord]], report: _Reporter) -> None:
         for c, r in pairs:
@@ -394,6 +410,7 @@ def optimize(
     sanitize: bool = False,
     objective: str = "both",
     config: dict[str, Any] | None = None,
+    quick_server: bool = False,
 ) -> OptimizeResult:
     """Search for the fastest correct kernel for M×N×K until a budget ends or the proposers run dry."""
     validate_shape(M, N, K)
@@ -401,11 +418,13 @@ def optimize(
         raise ValueError("optimize needs at least one proposer")
     run = _Run(
         M, N, K, proposers, evaluator, archive, retriever, budget, finalists, batch, patience, ncu, sanitize,
-        objective,
+        objective, quick_server,
     )
     if archive is not None:
         run.run_id = archive.start_run(
-            command, {"M": M, "N": N, "K": K, "gpu": run.gpu.name, "objective": objective, **(config or {})}
+            command,
+            {"M": M, "N": N, "K": K, "gpu": run.gpu.name, "objective": objective, "quick_server": quick_server,
+             **(config or {})},  # fmt: skip
         )
     report = _Reporter(progress, M, N, K)
     pool = ThreadPoolExecutor(max_workers=max(1, len(proposers)), thread_name_prefix="hgemm-propose")

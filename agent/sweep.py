@@ -269,6 +269,7 @@ def run_sweep(
     sanitize: bool = False,
     on_row: Callable[[list[dict[str, Any]]], None] | None = None,
     objective: str = "both",
+    quick_server: bool = False,
 ) -> list[dict[str, Any]]:
     """Optimise each shape (budgets are per shape); rows in the order of `shapes`. `on_row(rows)` runs
     after every shape with the rows so far (the command rewrites its report there, so a sweep cut off
@@ -301,6 +302,7 @@ def run_sweep(
                     command="sweep",
                     sanitize=sanitize,
                     objective=objective,
+                    quick_server=quick_server,
                 )
                 spent = sum(r.eval_seconds or 0.0 for _, r in result.results)
                 best = result.best
@@ -410,6 +412,9 @@ def sweep_command(
     objective: str = typer.Option(
         "both", "--objective", help="pick each shape's kernel by: both (geomean of offline and server speedups), offline, server"
     ),
+    quick_server: bool = typer.Option(
+        False, "--quick-server", help="time server mode at the quick stage too; promote finalists by the objective"
+    ),
 ) -> None:
     """Optimise every shape of a grid with the template proposer and write a report."""
     from agent.commands import open_evaluator
@@ -444,6 +449,7 @@ def sweep_command(
             sanitize=sanitize,
             on_row=lambda so_far: write_report(so_far, out, report_name, plot_png=False),
             objective=objective,
+            quick_server=quick_server,
         )
         if export_archive is not None:
             lines = archive.export(export_archive, "jsonl")

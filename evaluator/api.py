@@ -29,7 +29,7 @@ class Evaluator(Protocol):
         N: int,
         K: int,
         *,
-        stage: str = "full",  # "quick": offline timing only, basic checks; "full": everything
+        stage: str = "full",  # "quick": basic checks, timing in `modes` (the loop asks offline only); "full": everything
         modes: tuple[str, ...] = ("offline", "server"),
         ncu: bool = False,
         sanitize: bool = False,

@@ -53,7 +53,7 @@ class LocalEvaluator:
         from evaluator.compile import compile_sources
 
         validate_shape(M, N, K)
-        modes = tuple(modes) if stage == "full" else ("offline",)
+        modes = tuple(modes)
         compiled = compile_sources(list(sources))
         records: list[EvalRecord] = []
         for source, comp in zip(sources, compiled):

@@ -253,6 +253,20 @@ def test_the_objective_picks_the_winner(objective, winner):
     assert result.best.source == sources[winner]
 
 
+@pytest.mark.parametrize(("quick_server", "promoted"), [(False, 0), (True, 1)])
+def test_with_quick_server_the_finalist_is_promoted_by_the_objective(quick_server, promoted):
+    # kernel 0 is fastest offline but loses 50% in server mode; only one finalist goes to the full stage
+    sources = [kernel(0.80, marker="// STANDIN_SERVER_SPEED 1.5\n"), kernel(0.85)]
+    evaluator = StandinEvaluator()
+    with Archive() as archive:
+        result = optimize(256, 256, 256, proposers=[ListProposer(sources)], evaluator=evaluator, archive=archive,
+                          budget=Budget(evals=3), progress=False, finalists=1, batch=2, patience=2,
+                          quick_server=quick_server)  # fmt: skip
+    quick = [r for _, r in result.results if r.stage == "quick"]
+    assert all(("server" in r.modes) == quick_server for r in quick)
+    assert result.full == 1 and result.best.source == sources[promoted]
+
+
 def test_an_unknown_objective_is_refused():
     with pytest.raises(ValueError, match="objective"):
         optimize(256, 256, 256, proposers=[ListProposer([kernel(1.0)])], evaluator=StandinEvaluator(),

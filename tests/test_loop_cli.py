@@ -81,6 +81,18 @@ def test_config_file_and_template_proposer(monkeypatch, tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "s.json").read_text())
     assert data["stop_reason"] == "evals" and data["evals"] == 6 and data["llm"]["calls"] == 0
+    with Archive() as archive:  # the quick stage timed offline only
+        quick = _quick_modes(archive)
+        assert quick and all(r["modes"] == ["offline"] for r in quick)
+    result = CliRunner().invoke(app, ["optimize", "512", "512", "512", "--quiet", "--quick-server"])
+    assert result.exit_code == 0, result.output
+    with Archive() as archive:
+        assert any(r["modes"] == ["offline", "server"] for r in _quick_modes(archive, 512))
+
+
+def _quick_modes(archive, M: int = 256) -> list[dict]:
+    rows = archive.execute("SELECT record FROM records WHERE M = ? AND json_extract(record, '$.stage') = 'quick'", (M,))
+    return [{"modes": sorted(json.loads(r["record"])["modes"])} for r in rows if json.loads(r["record"]).get("modes")]
 
 
 def test_user_errors_are_one_line_and_exit_2(monkeypatch, tmp_path):
@@ -134,3 +146,20 @@ def test_search_refresh_settings_reach_the_template_proposer(tmp_path):
     path.write_text("[search]\nrefresh = 5\nrefresh_within = 1\n")  # an integer factor is read as a float
     (proposer,) = make_proposers("template", load_config(path))
     assert (proposer.refresh, proposer.refresh_within) == (5, 1.0)
+
+
+def test_quick_server_is_a_boolean_setting(tmp_path):
+    import pytest
+
+    from agent.config import load_config
+    from evaluator.errors import BadInput
+
+    path = tmp_path / "hgemm.toml"
+    path.write_text("[search]\nquick_server = true\n")
+    assert load_config(path).search.quick_server is True
+    path.write_text("[search]\nquick_server = 1\n")
+    with pytest.raises(BadInput, match="quick_server: expected bool"):
+        load_config(path)
+    path.write_text("[search]\nbatch = true\n")  # a boolean is no integer
+    with pytest.raises(BadInput, match="batch: expected int"):
+        load_config(path)
