@@ -59,6 +59,14 @@ def objective_score(record: EvalRecord, objective: str) -> float | None:
     return objective_value(record.speedup_best("offline"), record.speedup_best("server"), objective)
 
 
+def objective_time(offline_us: float | None, server_us: float | None, objective: str) -> float | None:
+    """A kernel's own time in the objective's mode (the geometric mean of both for "both"); None when a
+    mode it needs is missing. For one shape it ranks kernels as speedups over fixed baselines would."""
+    if objective == "both":
+        return math.sqrt(offline_us * server_us) if offline_us and server_us else None
+    return offline_us if objective == "offline" else server_us
+
+
 def objective_value(offline: float | None, server: float | None, objective: str) -> float | None:
     """The objective's score from the two speedups over the best baseline (see `objective_score`)."""
     if objective == "both":
@@ -343,13 +351,9 @@ class _Run:
     def quick_time(self, record: EvalRecord) -> float | None:
         """What ranks a quick result: its offline time, or with server mode timed too, its time in the
         objective's mode (the geometric mean of both for "both")."""
-        off = record.median_us("offline")
-        if "server" not in self.quick_modes or self.objective == "offline":
-            return off
-        srv = record.median_us("server")
-        if self.objective == "server":
-            return srv
-        return math.sqrt(off * srv) if off and srv else None
+        if "server" not in self.quick_modes:
+            return record.median_us("offline")
+        return objective_time(record.median_us("offline"), record.median_us("server"), self.objective)
 
     def update_best(self, pairs: list[tuple[Candidate, EvalRecord]], report: _Reporter) -> None:
         for c, r in pairs:

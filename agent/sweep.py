@@ -213,6 +213,8 @@ def archived_row(
     archive: Any, M: int, N: int, K: int, gpu: str, objective: str = "both"
 ) -> dict[str, Any] | None:
     """A row from the archive's best ranked kernel for the shape on this GPU by `objective`, or None."""
+    from agent.loop import objective_time
+
     if objective == "both":
         # The best of the top offline rows by the geometric mean of the kernel's own times in both modes:
         # for one shape that ranks as the geometric mean of speedups over fixed baselines would, and a
@@ -221,9 +223,11 @@ def archived_row(
         scored = []
         for row in archive.leaderboard(gpu=gpu, mode="offline", top=ARCHIVED_CANDIDATES, shape=(M, N, K)):
             rec = archive.eval_record(row["record_id"])
-            times = (rec.median_us("offline"), rec.median_us("server")) if rec is not None else (None, None)
-            if rec is not None and rec.speedup_best("offline") and rec.speedup_best("server") and all(times):
-                scored.append((-math.sqrt(times[0] * times[1]), -row["id"], row, rec))
+            if rec is None or not (rec.speedup_best("offline") and rec.speedup_best("server")):
+                continue
+            t = objective_time(rec.median_us("offline"), rec.median_us("server"), objective)
+            if t:
+                scored.append((-t, -row["id"], row, rec))
         if not scored:
             return None
         _, _, best, record = max(scored, key=lambda s: s[:2])
@@ -337,11 +341,9 @@ def run_sweep(
 def row_score(row: dict[str, Any], objective: str) -> float:
     """Higher is better: minus the kernel's own time in the objective's mode (the geometric mean of both
     modes' times for "both"; see `archived_row` for why not its speedups); -inf without a kernel."""
-    off, srv = row.get("offline_us"), row.get("server_us")
-    if objective == "both":
-        t = math.sqrt(off * srv) if off and srv else None
-    else:
-        t = off if objective == "offline" else srv
+    from agent.loop import objective_time
+
+    t = objective_time(row.get("offline_us"), row.get("server_us"), objective)
     return -math.inf if not t or not row.get("kernel") else -t
 
 

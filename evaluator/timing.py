@@ -109,7 +109,7 @@ def time_offline(
     for name, fn in contenders.items():
         r = reps or reps_for(estimate_us(fn, stream))
         graphs[name] = (capture(fn, r, stream), r)
-    events: dict[str, list] = {n: [] for n in graphs}
+    events = {n: [] for n in graphs}
     names = list(graphs)
     with torch.cuda.stream(stream):
         for g, _ in graphs.values():  # warm-up replay
@@ -117,9 +117,10 @@ def time_offline(
         for i in range(samples):
             order = names[i % len(names) :] + names[: i % len(names)]
             for name in order:
+                g, _ = graphs[name]
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s.record(stream)
-                graphs[name][0].replay()
+                g.replay()
                 e.record(stream)
                 events[name].append((s, e))
     stream.synchronize()

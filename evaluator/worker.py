@@ -259,15 +259,9 @@ class _Session:
         contenders = {"candidate": lambda: p.launch(cand)}
         if self.baselines:
             contenders.update(self.baselines.contenders)
-        out = {}
         dropped = timing.dropped_samples
         try:
-            for mode in modes:
-                if mode == "offline":
-                    stats = timing.time_offline(contenders, p.stream, samples=7 if stage == "quick" else 15)
-                else:
-                    stats = timing.time_server(contenders, p.stream, self.info.l2_bytes, samples=30)
-                out[mode] = {k: asdict(v) for k, v in stats.items()}
+            out = self._time_modes(contenders, modes, offline_samples=7 if stage == "quick" else 15)
         except timing.TimingDisturbed as e:
             out = {"disturbed": str(e)}
         self._sync_or_die()
@@ -280,14 +274,17 @@ class _Session:
         self.candidates.pop(cid, None)
 
     def time_baselines(self, modes: list[str]) -> dict:
+        return self._time_modes(self.baselines.contenders, modes, offline_samples=15)
+
+    def _time_modes(self, contenders: dict, modes: list[str], offline_samples: int) -> dict:
+        """Per mode, per contender, the timing stats as dicts."""
         from evaluator import timing
 
-        p = self.problem
         out = {}
         for mode in modes:
             if mode == "offline":
-                stats = timing.time_offline(self.baselines.contenders, p.stream, samples=15)
+                stats = timing.time_offline(contenders, self.problem.stream, samples=offline_samples)
             else:
-                stats = timing.time_server(self.baselines.contenders, p.stream, self.info.l2_bytes, samples=30)
+                stats = timing.time_server(contenders, self.problem.stream, self.info.l2_bytes, samples=30)
             out[mode] = {k: asdict(v) for k, v in stats.items()}
         return out
