@@ -99,6 +99,12 @@ CONFIGS: dict[str, dict] = {
     "slim16_cl2_np": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 16, "cluster_m": 2, "persistent": 0},
     "m64n64_s16_cl2": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 16, "cluster_m": 2},
     "m64n64_s8_cl2": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 8, "cluster_m": 2},
+    # 192-row tiles: three consumer warpgroups of 64 rows; M need not be a multiple (TMA clips the last tile row)
+    "m192": {**_BASE, "bm": 192, "bn": 128, "consumers": 3, "stages": 4},
+    "m192_cl2": {**_BASE, "bm": 192, "bn": 128, "consumers": 3, "stages": 4, "cluster_m": 2},
+    "m192_wide": {**_BASE, "bm": 192, "bn": 192, "consumers": 3, "stages": 3},
+    "m192_wide_cl2": {**_BASE, "bm": 192, "bn": 192, "consumers": 3, "stages": 3, "cluster_m": 2},
+    "m192_n64": {**_BASE, "bm": 192, "bn": 64, "consumers": 3, "stages": 6},
 }  # fmt: skip
 # Clustered configurations again with template switches (SUFFIX_DEFINES): how a 2x1 cluster shares Bt (the
 # template multicasts halves; none; whole tiles by turns) and the cluster barriers before 0.7.
@@ -131,11 +137,12 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 40) -> dict[str, dic
     plus ping-pong and 2x1-cluster variants of the no-split tiles. Names encode the parameters."""
     M, N, K = shape
     out: dict[str, dict] = {}
-    for bm, consumers in ((64, 1), (128, 1), (128, 2)):
+    for bm, consumers in ((64, 1), (128, 1), (128, 2), (192, 3)):
         for bn in (64, 128, 192, 256):
-            if M % bm or N % 64 or (N % bn and bn != 192):  # 192: a partial last tile column (TMA clips it)
+            # 192: a partial last tile row or column (TMA clips it)
+            if (M % bm and bm != 192) or M % 64 or N % 64 or (N % bn and bn != 192):
                 continue
-            tiles = (M // bm) * -(-N // bn)
+            tiles = -(-M // bm) * -(-N // bn)
             for split in FAMILY.space["split_k"]:
                 units = tiles * split
                 few = units < 0.75 * SMS and split < 16  # tiny grids: only the deep splits
@@ -151,7 +158,7 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 40) -> dict[str, dic
                     dsk = best_stages({**params, "persistent": 0, "split_dsmem": 1}, shape)
                     if dsk is not None:
                         out[f"b{bm}x{bn}c{consumers}s{split}dsk"] = dsk
-                if split == 1 and tiles % SMS:  # the last partial wave cut into k-block ranges
+                if split == 1 and tiles % SMS and consumers <= 2:  # the last partial wave cut into k-block ranges
                     out[f"b{bm}x{bn}c{consumers}sk"] = {**params, "stream_k": 1}
                     if consumers == 2 and bm == 128 and M >= 1024:
                         skcl = best_stages({**params, "stream_k": 1, "cluster_m": 2}, shape)
@@ -179,14 +186,18 @@ def sweep_configs(shape: tuple[int, int, int], limit: int = 40) -> dict[str, dic
                             ep = best_stages({**params, "cluster_m": c, "epi_panels": 2}, shape)
                             if ep is not None:
                                 out[f"b{bm}x{bn}cl{c}ep"] = ep
+                if split == 1 and bm == 192 and M >= 1024:
+                    cl = best_stages({**params, "cluster_m": 2}, shape)
+                    if cl is not None:
+                        out[f"b192x{bn}cl2"] = cl
 
     # Keep the variants whose unit count fills the GPU best (fewest idle SM slots in the last wave).
     def waste(item):
         p = item[1]
         n_tiles = -(-N // p["bn"])
-        units = (M // p["bm"]) * n_tiles * p["split_k"]
+        units = -(-M // p["bm"]) * n_tiles * p["split_k"]
         waves = -(-units // SMS)
-        padding = 1 - N / (n_tiles * p["bn"])  # columns computed past N
+        padding = 1 - M * N / (-(-M // p["bm"]) * p["bm"] * n_tiles * p["bn"])  # rows and columns computed past M, N
         if p.get("stream_k"):
             return 0.01 + padding  # no idle slots, a small fix-up cost
         return (waves * SMS - units) / (waves * SMS) + padding + 0.02 * (p["split_k"] > 1) * p["split_k"] ** 0.5

@@ -434,7 +434,9 @@ def test_the_nearest_shapes_winner_leads_the_first_batch(monkeypatch):
     assert (nearest["M"], nearest["N"], nearest["K"]) == (4096, 4096, 4096)
     cands = TemplateProposer(seed=1).propose(ctx(4096, 4096, 8192, archive=archive, retriever=retriever), 8)
     assert cands[0].note.startswith("retrieved") and cands[0].params == nearest["params"]
-    assert sum(c.note.startswith("retrieved") for c in cands[:2]) == 2
+    # then the model's favourite of the other retrieved winners (those that differ from the nearest one)
+    distinct = {tuple(sorted(h["params"].items())) for h in retriever.similar_shapes(4096, 4096, 8192, gpu=GPU.name, k=5)}
+    assert sum(c.note.startswith("retrieved") for c in cands[:2]) == min(2, len(distinct))
     archive.close()
 
 

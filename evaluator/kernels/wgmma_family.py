@@ -15,19 +15,21 @@ workspace with release/acquire flags, and writes C).
 
 Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the template with
 `wgmma_ptx.cuh` inlined, no local `#include "..."` left). `check` accepts only what the template
-static_asserts and the device allows: M % (bm*cluster_m) == 0, N % bn == 0 (or N % 64 == 0 with the
-TMA-store epilogue and no split-K or stream-K: the last tile column reads TMA's zero fill past N and
-stores only the C panels that start inside N; bn=160 and 192 rely on it), K % 64 == 0, at most 128
-accumulators per consumer thread (192 with pingpong, whose consumer holds a whole tile of up to
-128 x 192), K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with split_k > 1
+static_asserts and the device allows: M % (bm*cluster_m) == 0 and N % bn == 0, or M % 64 == 0 and
+N % 64 == 0 with the TMA-store epilogue and no split-K or stream-K (`tails`: the last tile row and
+column read TMA's zero fill past M and N and store only the C boxes that start inside; bn=160 and 192
+and bm=192 rely on it), K % 64 == 0, 64 or 128 tile rows per consumer warpgroup (bm=192 is three
+consumers of 64 rows), at most 128 accumulators per consumer thread (192 with pingpong, whose consumer
+holds a whole tile of up to 128 x 192; 96 with three consumers, which get 160 registers each), K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with split_k > 1
 (partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on
 H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable cluster),
-persistent=0, cluster_m=1, pingpong=0. epi_panels=2 (stage C one panel at a time through a
+persistent=0, cluster_m=1, pingpong=0, at most two consumers. epi_panels=2 (stage C one panel at a time through a
 two-panel ring, so a deeper operand ring fits) needs epilogue=1 and split_k=1. C panels are 64
 columns, 32 when bn=32 or 160 (`c_panel`).
 `shared_bytes` is the exact dynamic shared memory the kernel requests. A parameter set without
 `split_k`, `split_dsmem`, `epi_panels` or `stream_k` (archived before they existed) means 1 / 0 / 0 /
-0, which renders the same kernel as before. stream_k=1 needs persistent=1, split_k=1, pingpong=0.
+0, which renders the same kernel as before. stream_k=1 needs persistent=1, split_k=1, pingpong=0, at most two
+consumers.
 """
 
 from __future__ import annotations
@@ -43,10 +45,10 @@ HOPPER_SMEM_OPTIN = 232448  # 227 KiB: H100/H200 opt-in shared memory per block
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
 SPACE: dict[str, tuple] = {
-    "bm": (64, 128, 256),
+    "bm": (64, 128, 192, 256),
     "bn": (32, 64, 128, 160, 192, 256),
     "stages": (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16),
-    "consumers": (1, 2),
+    "consumers": (1, 2, 3),
     "group_m": (1, 2, 4, 8, 16),
     "persistent": (0, 1),
     "epilogue": (0, 1),
@@ -61,6 +63,7 @@ OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0}  # p
 WORKSPACE_BYTES = 64 << 20  # the contract's minimum workspace
 MAX_ACC = 128  # fp32 accumulators per consumer thread (a cooperative consumer shares its tile's rows)
 MAX_ACC_PINGPONG = 192  # a ping-pong consumer holds its whole tile, up to 128 x 192
+MAX_ACC_THREE = 96  # three consumers get 160 registers each (setmaxnreg), so at most 64 x 192 each
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
 # relative to 128x256 with a 2x1 cluster (H200, bench/NOTES.md).
 TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
@@ -130,8 +133,8 @@ def shared_bytes(params: Params) -> int:
     return max(ring + c_stage, parked) + (2 * stages + 2) * 8 + 1024
 
 
-def n_tail(params: Params) -> bool:
-    """Whether the kernel may take N that bn does not divide (mirrors N_TAIL in the template)."""
+def tails(params: Params) -> bool:
+    """Whether the kernel may take M and N that its tile does not divide (mirrors TAILS in the template)."""
     p = {**OPTIONAL, **params}
     return bool(p["epilogue"]) and p["split_k"] == 1 and not p["stream_k"]
 
@@ -166,8 +169,9 @@ class WgmmaFamily(Family):
         if params["split_dsmem"]:
             if not 2 <= split <= 8:
                 return f"{self.name}: split_dsmem needs 2 <= split_k <= 8 (one portable cluster), got {split}"
-            if params["persistent"] or cluster_m != 1 or params["pingpong"]:
-                return f"{self.name}: split_dsmem runs one CTA per (tile, slice): needs persistent=0, cluster_m=1, pingpong=0"
+            if params["persistent"] or cluster_m != 1 or params["pingpong"] or params["consumers"] > 2:
+                return (f"{self.name}: split_dsmem runs one CTA per (tile, slice): needs persistent=0, cluster_m=1, "
+                        "pingpong=0, consumers <= 2")
         elif split > 1 and split * M * N * 4 > WORKSPACE_BYTES:
             return (
                 f"{self.name}: split_k={split} partials need {split * M * N * 4} bytes, workspace is 64 MiB"
@@ -178,23 +182,22 @@ class WgmmaFamily(Family):
             return f"{self.name}: K={K} has {K // BK} k-blocks, fewer than split_k={split}"
         if params["epi_panels"] and (not params["epilogue"] or split > 1):
             return f"{self.name}: epi_panels stages C panels for the TMA store: needs epilogue=1, split_k=1"
-        if params["stream_k"] and (not params["persistent"] or split > 1 or params["pingpong"]):
-            return f"{self.name}: stream_k cuts k-block ranges for persistent CTAs: needs persistent=1, split_k=1, pingpong=0"
+        if params["stream_k"] and (not params["persistent"] or split > 1 or params["pingpong"] or params["consumers"] > 2):
+            return (f"{self.name}: stream_k cuts k-block ranges for persistent CTAs: needs persistent=1, split_k=1, "
+                    "pingpong=0, consumers <= 2")
         if params["pingpong"] and params["consumers"] != 2:
             return f"{self.name}: pingpong needs consumers=2"
         rows = wg_rows(params)
         if rows not in (64, 128):
             return f"{self.name}: {rows} tile rows per consumer warpgroup, must be 64 or 128"
-        most = MAX_ACC_PINGPONG if params["pingpong"] else MAX_ACC
+        most = MAX_ACC_PINGPONG if params["pingpong"] else MAX_ACC_THREE if params["consumers"] == 3 else MAX_ACC
         if (rows // 64) * bn // 2 > most:
             return f"{self.name}: {(rows // 64) * bn // 2} accumulator registers per thread (max {most})"
         if M <= 0 or N <= 0 or K <= 0:
             return f"{self.name}: empty shape {M}x{N}x{K}"
-        if M % (bm * cluster_m):
-            return f"{self.name}: M={M} not a multiple of bm*cluster_m={bm * cluster_m}"
-        if N % bn and not (n_tail(params) and N % 64 == 0):
-            return (f"{self.name}: N={N} not a multiple of bn={bn} (a partial last tile column needs N % 64 == 0, "
-                    "epilogue=1, split_k=1, stream_k=0)")
+        if (M % (bm * cluster_m) or N % bn) and not (tails(params) and M % 64 == 0 and N % 64 == 0):
+            return (f"{self.name}: {M}x{N} not a multiple of the tile {bm * cluster_m}x{bn} (a partial last tile "
+                    "needs M % 64 == 0, N % 64 == 0, epilogue=1, split_k=1, stream_k=0)")
         if K % BK:
             return f"{self.name}: K={K} not a multiple of {BK}"
         limit = (
@@ -221,7 +224,8 @@ class WgmmaFamily(Family):
         """Fill parameters added later, then make the switches agree: split-K writes no TMA-staged
         C (epilogue=0), split_dsmem only with a split (and then one CTA per unit, no multicast, no
         ping-pong), stream-K instead of split-K and only with persistent cooperative consumers, ping-pong
-        with two consumers, and the deepest ring <= `stages` that fits."""
+        with two consumers, three consumers exactly for 192-row tiles (64 rows each, at most 192 columns: a
+        move from 128x256 lands on 192x128), and the deepest ring <= `stages` that fits."""
         p = {**OPTIONAL, **params}
         if p["stream_k"]:
             p.update(split_k=1, persistent=1, pingpong=0)
@@ -235,6 +239,12 @@ class WgmmaFamily(Family):
             p.update(persistent=0, cluster_m=1, pingpong=0)
         if p["pingpong"]:
             p["consumers"] = 2
+        if p["bm"] == 192:
+            p.update(consumers=3, pingpong=0, split_dsmem=0, stream_k=0)
+            if p["bn"] > 192:  # three consumers hold at most 64 x 192: 128 columns keep the tile's area nearest
+                p["bn"] = 128
+        elif p["consumers"] == 3:
+            p["consumers"] = 2 if p["bm"] >= 128 else 1
         stages = [s for s in SPACE["stages"] if s <= p.get("stages", 0)]
         while len(stages) > 1 and shared_bytes({**p, "stages": stages[-1]}) > HOPPER_SMEM_OPTIN:
             stages.pop()
@@ -322,7 +332,7 @@ FAMILIES: dict[str, Family] = {
         template="wgmma_ws.cu",
         space=SPACE,
         description="Hopper TMA + wgmma warp-specialised kernel: producer warpgroup, 1-2 consumer "
-        "warpgroups, mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, 2x1 multicast clusters, "
+        "warpgroups (3 for 192-row tiles), mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, 2x1 multicast clusters, "
         "split-K with a reduction kernel or DSMEM, stream-K",
         min_cc=9.0,
         tuning=("group_m", "persistent", "epi_panels", "stages"),

@@ -27,9 +27,10 @@
 // (an experiment switch, not a family parameter) gives stream-K only the last partial wave.
 //
 // Invariants: A is M x K row-major and Bt is N x K row-major (both K-major); BK = 64 so each tile
-// row is exactly one 128-byte swizzle row; hgemm_supports requires M % (BM*CLUSTER_M) == 0,
-// N % BN == 0 (or, with N_TAIL, N % 64 == 0: the last tile column reads zeros past N, TMA's
-// out-of-bounds fill, and its C panels that start past N are not stored), K % 64 == 0,
+// row is exactly one 128-byte swizzle row; hgemm_supports requires M % (BM*CLUSTER_M) == 0 and
+// N % BN == 0, or with TAILS M % 64 == 0 and N % 64 == 0 (the last tile row and column read zeros
+// past M and N, TMA's out-of-bounds fill; TMA clips their C stores, and a C box that starts past M or N
+// is not issued), K % 64 == 0,
 // K / 64 >= SPLIT_K (no empty slice: every partial is written in full, so the garbage workspace
 // never reaches C), SPLIT_K * M * N * 4 bytes of workspace (none with
 // HG_SPLIT_DSMEM, which also needs SPLIT_K <= 8, one CTA per work unit and no multicast) and a
@@ -124,9 +125,9 @@ constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring
 constexpr int C_PANEL = BN % 64 ? 32 : 64;  // columns per C panel (one TMA store box)
 constexpr int C_COLS = EPI_PANELS ? C_PANEL * EPI_PANELS : BN;  // staged columns per consumer
 constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * C_COLS * 2 : 0;
-// N need not be a multiple of BN when every C store is a TMA store of C panels (TMA clips at N): no
-// split-K or stream-K partials, no direct stores.
-constexpr bool N_TAIL = HG_EPILOGUE && SPLIT_K == 1 && !STREAM_K;
+// M and N need not be multiples of the tile when every C store is a TMA store of C panels (TMA clips at
+// M and N): no split-K or stream-K partials, no direct stores.
+constexpr bool TAILS = HG_EPILOGUE && SPLIT_K == 1 && !STREAM_K;
 [[maybe_unused]] constexpr int SLOT_READERS = (PINGPONG ? 1 : CONSUMERS) * 4 * (B_MULTICAST ? CLUSTER_M : 1);  // warps that free each ring slot
 // Shared layout (from a 1024-aligned base): A ring, B ring, C staging, full, empty, order bars.
 constexpr int OFF_B = STAGES * A_BYTES;
@@ -138,9 +139,10 @@ constexpr int P_BYTES = DSMEM ? BM * P_LD * 4 : 0;
 constexpr int OFF_BAR = (OFF_C + C_BYTES) > P_BYTES ? OFF_C + C_BYTES : P_BYTES;
 // Barriers: STAGES full, STAGES empty, 2 ping-pong order barriers; + 1024 bytes of alignment slack.
 constexpr int SMEM_BYTES = OFF_BAR + (2 * STAGES + 2) * 8 + 1024;
-// setmaxnreg budget with 2 consumers: 128*40 + 256*232 = 64512 <= 65536 = 384 threads * 168.
-[[maybe_unused]] constexpr int PRODUCER_REGS = 40;
-[[maybe_unused]] constexpr int CONSUMER_REGS = 232;
+// setmaxnreg budget: 2 consumers 128*40 + 256*232 = 64512 <= 65536 = 384 threads * 168 (the launch cap);
+// 3 consumers 128*32 + 384*160 = 65536 = 512 threads * 128.
+[[maybe_unused]] constexpr int PRODUCER_REGS = CONSUMERS == 3 ? 32 : 40;
+[[maybe_unused]] constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : 232;
 
 static_assert(WG_ROWS == 64 || WG_ROWS == 128, "BM / CONSUMERS must be 64 or 128");
 // A ping-pong consumer holds its whole tile: up to 128 x 192 (192 accumulators; setmaxnreg gives it 232).
@@ -149,13 +151,16 @@ static_assert(BN == 32 || BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN 
               "BN must be 32, 64, 128, 160, 192 or 256");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong needs two consumer warpgroups");
+static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "one to three consumer warpgroups");
+// Three consumers (192-row tiles) get 160 registers each: at most 96 accumulators leave room for the rest.
+static_assert(CONSUMERS < 3 || M_ITERS * BN / 2 <= 96, "three consumers hold at most 96 accumulators");
 static_assert(B_SLICE % 8 == 0, "multicast slice must be whole 8-row swizzle groups");
 static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "SPLIT_K must be 1..64");
 static_assert(EPI_PANELS == 0 || EPI_PANELS == 2, "HG_EPI_PANELS must be 0 or 2");
-static_assert(!DSMEM || (SPLIT_K <= 8 && CLUSTER_M == 1 && !PINGPONG),
-              "HG_SPLIT_DSMEM: at most 8 slices (a portable cluster), no multicast, no ping-pong");
-static_assert(!STREAM_K || (SPLIT_K == 1 && !PINGPONG && HG_PERSISTENT),
-              "HG_STREAM_K: persistent, cooperative consumers, no split-K");
+static_assert(!DSMEM || (SPLIT_K <= 8 && CLUSTER_M == 1 && !PINGPONG && CONSUMERS <= 2),
+              "HG_SPLIT_DSMEM: at most 8 slices (a portable cluster), no multicast, no ping-pong, <= 2 consumers");
+static_assert(!STREAM_K || (SPLIT_K == 1 && !PINGPONG && HG_PERSISTENT && CONSUMERS <= 2),
+              "HG_STREAM_K: persistent, one or two cooperative consumers, no split-K");
 
 // Stream-K split of `tiles` output tiles over `ctas` persistent CTAs (clusters with multicast):
 // the tiles of the last partial wave, plus one full wave when there is one (so every CTA gets
@@ -301,13 +306,13 @@ __device__ __forceinline__ void stage_columns(float (&acc)[M_ITERS][BN / 2], uin
 // Consumer epilogue: fp32 accumulators -> fp16, rows [row0, row0 + WG_ROWS) of the tile.
 // `panels` counts the 64-column panels this thread's warpgroup has staged (HG_EPI_PANELS ring).
 __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half* C, const CUtensorMap* tmC,
-                                           uint8_t* c_smem, int row0, int col0, int N, int wg_thread, int wg,
-                                           uint32_t& panels) {
+                                           uint8_t* c_smem, int row0, int col0, int M, int N, int wg_thread,
+                                           int wg, uint32_t& panels) {
 #if HG_EPILOGUE && HG_EPI_PANELS
   (void)C;
   // Panel p goes to ring slot panels % 2; the store that used that slot before was committed two
-  // stores ago, so waiting until at most one store still reads shared memory frees it. A panel past N
-  // (the last tile column, N_TAIL) is staged but not stored; its bulk group is committed empty, so
+  // stores ago, so waiting until at most one store still reads shared memory frees it. A panel past M or
+  // N (the last tile row or column, TAILS) is staged but not stored; its bulk group is committed empty, so
   // the count of groups stays one per panel.
   uint8_t* ring = c_smem + wg * WG_ROWS * C_COLS * 2;
 #pragma unroll
@@ -319,14 +324,14 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
     fence_proxy_async_smem();
     named_bar_sync(1 + wg, 128);
     if (wg_thread == 0) {
-      if (col0 + p * C_PANEL < N) tma_store_2d(tmC, smem_u32(buf), col0 + p * C_PANEL, row0);
+      if (row0 < M && col0 + p * C_PANEL < N) tma_store_2d(tmC, smem_u32(buf), col0 + p * C_PANEL, row0);
       tma_store_commit();
     }
   }
 #elif HG_EPILOGUE
   (void)C;
   (void)panels;
-  // This warpgroup's staging buffer holds the whole tile: BN/C_PANEL panels; those past N are not stored.
+  // This warpgroup's staging buffer holds the whole tile: BN/C_PANEL panels; those past M or N are not stored.
   uint8_t* buf = c_smem + wg * WG_ROWS * BN * 2;
   if (wg_thread == 0) tma_store_wait_read<0>();  // previous tile's store has finished reading buf
   named_bar_sync(1 + wg, 128);
@@ -336,13 +341,14 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   if (wg_thread == 0) {
 #pragma unroll
     for (int p = 0; p < BN / C_PANEL; ++p)
-      if (col0 + p * C_PANEL < N)
+      if (row0 < M && col0 + p * C_PANEL < N)
         tma_store_2d(tmC, smem_u32(buf + p * WG_ROWS * C_PANEL * 2), col0 + p * C_PANEL, row0);
     tma_store_commit();
   }
 #else
   (void)tmC;
   (void)c_smem;
+  (void)M;
   (void)wg;
   (void)panels;
   for_each_pair(acc, wg_thread, [&](int r, int c, float x, float y) {
@@ -479,7 +485,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   if (SPLIT_K > 1 && !DSMEM) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 
-  const int m_units = M / (BM * CLUSTER_M);
+  const int m_units = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);  // a partial last unit only with TAILS
   const int n_blocks = (N + BN - 1) / BN;
   const int tiles = m_units * n_blocks;
   const int k_blocks = K / BK;
@@ -488,7 +494,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
 
   if (wg == 0) {
     // ---------------- producer ----------------
-    if (CONSUMERS == 2) regs_dealloc<PRODUCER_REGS>();  // one consumer fits the launch budget
+    if (CONSUMERS > 1) regs_dealloc<PRODUCER_REGS>();  // one consumer fits the launch budget
     if (wg_thread == 0) {
       int s = 0;
       uint32_t phase = 0;
@@ -536,7 +542,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     __syncwarp();
   } else {
     // ---------------- consumers ----------------
-    if (CONSUMERS == 2) regs_alloc<CONSUMER_REGS>();
+    if (CONSUMERS > 1) regs_alloc<CONSUMER_REGS>();
     const int cw = wg - 1;
     float acc[M_ITERS][BN / 2];
     int it = 0;  // ring position: k-blocks of this CTA's tile sequence seen so far
@@ -618,7 +624,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
             add_fragments(acc, partial + (static_cast<size_t>(cta) * CONSUMERS + cw) * WG_ROWS * BN, wg_thread);
           }
         }
-        store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, N, wg_thread, cw, panels);
+        store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, M, N, wg_thread, cw, panels);
       }
     }
 #if HG_EPILOGUE
@@ -733,7 +739,8 @@ constexpr size_t kContractWorkspace = size_t(64) << 20;  // the contract guarant
 
 bool shape_ok(int M, int N, int K) {
   using namespace hgw_cfg;
-  return M > 0 && N > 0 && K > 0 && M % (BM * CLUSTER_M) == 0 && (N % BN == 0 || (N_TAIL && N % 64 == 0)) &&
+  const bool tiled = M % (BM * CLUSTER_M) == 0 && N % BN == 0;
+  return M > 0 && N > 0 && K > 0 && (tiled || (TAILS && M % 64 == 0 && N % 64 == 0)) &&
          K % BK == 0 && K / BK >= SPLIT_K && partial_bytes(M, N) <= kContractWorkspace;
 }
 
@@ -756,7 +763,8 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
     return static_cast<int>(cudaErrorInvalidValue);
   cudaError_t e = cudaFuncSetAttribute(hgemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return static_cast<int>(e);
-  const int tiles = (M / BM) * ((N + BN - 1) / BN) * SPLIT_K;  // CTA work units; a multiple of CLUSTER_M
+  const int m_units = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
+  const int tiles = m_units * CLUSTER_M * ((N + BN - 1) / BN) * SPLIT_K;  // CTA work units; a multiple of CLUSTER_M
   cudaLaunchConfig_t cfg = {};
   cfg.blockDim = dim3(THREADS, 1, 1);
   cfg.dynamicSmemBytes = SMEM_BYTES;
