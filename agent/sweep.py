@@ -11,7 +11,7 @@ and `<name>.png` (speedup over the best baseline against FLOPs, log x). `registe
 A row holds the shape, the best full-stage kernel (hash, family, proposer), its median time
 and every baseline's in both modes, speedups per baseline and over the best baseline, the
 evaluations and GPU-seconds (sum of records' `eval_seconds`) spent on the shape, and a
-status: "optimized", "resumed", "kept" or "no_kernel". Invariants: rows come only from full-stage,
+status: "optimized", "resumed", "kept" or "no_kernel" (a search that raised adds its `error`). Invariants: rows come only from full-stage,
 correct records (the archive's ranked rows or the loop's final best); a shape with none has
 null times and counts against the sweep in the summary's `no_kernel`.
 """
@@ -142,6 +142,10 @@ def render_markdown(rows: list[dict[str, Any]], summary: dict[str, Any], name: s
         lines.append(f"| {mode} | {_fmt(s['geomean_speedup_best'])}× | {share} | {worst} |")
     if summary["no_kernel"]:
         lines += ["", f"{summary['no_kernel']} shape(s) ended without a correct full-stage kernel."]
+    failed = [r for r in rows if r.get("error")]
+    if failed:
+        lines += ["", "Searches that raised (the archive's kernel, if any, is reported):"]
+        lines += [f"- {r['M']}×{r['N']}×{r['K']}: {r['error'].splitlines()[-1][:200]}" for r in failed]
     if summary.get("model_spearman_median") is not None:
         lines += [
             "",
@@ -293,42 +297,28 @@ def run_sweep(
             row = prior if resume else None
             if row is None:
                 started = time.monotonic()
-                result = optimize(
-                    M,
-                    N,
-                    K,
-                    proposers=make(),
-                    evaluator=evaluator,
-                    archive=archive,
-                    retriever=retriever,
-                    budget=Budget(evals=budget_evals, minutes=budget_minutes),
-                    progress=False,
-                    command="sweep",
-                    sanitize=sanitize,
-                    objective=objective,
-                    quick_server=quick_server,
-                )
-                spent = sum(r.eval_seconds or 0.0 for _, r in result.results)
-                best = result.best
-                row = row_from_record(
-                    M,
-                    N,
-                    K,
-                    result.best_record,
-                    kernel=best.hash if best else None,
-                    family=best.family if best else None,
-                    proposer=best.proposer if best else None,
-                    gpu=gpu,
-                    evals=result.evals,
-                    gpu_seconds=spent,
-                )
-                if prior is not None and not sanitize and row_score(prior, objective) > row_score(row, objective):
-                    # The archive's kernel stays the best known one (a sanitizing sweep reports only kernels
-                    # it sanitized itself). What this search spent is still what the row reports.
-                    row = {**prior, "status": "kept", "evals": row["evals"], "gpu_seconds": row["gpu_seconds"]}
+                try:
+                    result = optimize(
+                        M,
+                        N,
+                        K,
+                        proposers=make(),
+                        evaluator=evaluator,
+                        archive=archive,
+                        retriever=retriever,
+                        budget=Budget(evals=budget_evals, minutes=budget_minutes),
+                        progress=False,
+                        command="sweep",
+                        sanitize=sanitize,
+                        objective=objective,
+                        quick_server=quick_server,
+                    )
+                except Exception as e:
+                    # One shape's failure (say, a worker that could not prepare it) ends its own search only.
+                    row = search_failed(M, N, K, gpu, prior, f"{type(e).__name__}: {e}")
+                else:
+                    row = searched_row(M, N, K, gpu, result, prior, objective, sanitize, evaluator.gpu_info())
                 row["wall_seconds"] = round(time.monotonic() - started, 2)
-                row["model_spearman"] = model_rank_correlation(result.results, M, N, K, evaluator.gpu_info())
-                row["stop_reason"] = result.stop_reason
             rows.append(row)
             bar.advance(task)
             if progress and not bar.console.is_terminal:
@@ -336,6 +326,30 @@ def run_sweep(
             if on_row is not None:
                 on_row(rows)
     return rows
+
+
+def searched_row(M: int, N: int, K: int, gpu: str, result: Any, prior: dict[str, Any] | None, objective: str,
+                 sanitize: bool, gpu_info: Any) -> dict[str, Any]:  # fmt: skip
+    """The report row of a finished search: its best kernel, or the archive's (status "kept") when that one
+    scores higher on the objective, unless the sweep sanitizes (it reports only kernels it sanitized)."""
+    best = result.best
+    spent = sum(r.eval_seconds or 0.0 for _, r in result.results)
+    row = row_from_record(M, N, K, result.best_record, kernel=best.hash if best else None,
+                          family=best.family if best else None, proposer=best.proposer if best else None, gpu=gpu,
+                          evals=result.evals, gpu_seconds=spent)  # fmt: skip
+    if prior is not None and not sanitize and row_score(prior, objective) > row_score(row, objective):
+        # What this search spent is still what the row reports.
+        row = {**prior, "status": "kept", "evals": row["evals"], "gpu_seconds": row["gpu_seconds"]}
+    row["model_spearman"] = model_rank_correlation(result.results, M, N, K, gpu_info)
+    row["stop_reason"] = result.stop_reason
+    return row
+
+
+def search_failed(M: int, N: int, K: int, gpu: str, prior: dict[str, Any] | None, error: str) -> dict:
+    """The report row of a search that raised: the archive's kernel where there is one (status "kept"), else
+    no kernel; `error` says what went wrong. What the search archived before it raised stays archived."""
+    row = {**prior, "status": "kept"} if prior is not None else row_from_record(M, N, K, None, gpu=gpu)
+    return {**row, "evals": 0, "gpu_seconds": 0.0, "error": error[:500]}
 
 
 def row_score(row: dict[str, Any], objective: str) -> float:

@@ -4,7 +4,8 @@
 - torch_tn: torch.matmul(A, Bt.T)          (cuBLAS on the transposed copy of B)
 - lt_heuristic: cuBLASLt's top-1 heuristic algorithm (nvmath-python, real workspace)
 - lt_autotuned: the fastest of up to 100 cuBLASLt heuristic algorithms, timed here with
-  L2 flushes; the winner's index is cached per (GPU, driver, shape).
+  L2 flushes (back to back when a busy host disturbs those samples); the winner's index is cached
+  per (GPU, driver, shape).
 
 Planning happens once, before any timing; only `execute` is captured and replayed, so
 no contender pays for host work. Without nvmath-python the two cuBLASLt baselines are
@@ -48,8 +49,6 @@ class Baselines:
         self.contenders["lt_autotuned"] = lambda: mm.execute(algorithm=algos[best], stream=stream)
 
     def _autotuned_index(self, algos, gpu_key, M, N, K, stream, l2_bytes) -> int:
-        from evaluator.timing import time_server
-
         cache = state_dir("baselines") / f"{gpu_key}.json"
         table = json.loads(cache.read_text()) if cache.exists() else {}
         key = f"{M}x{N}x{K}"
@@ -58,8 +57,21 @@ class Baselines:
             return hit["index"]
         mm = self._mm
         contenders = {str(i): (lambda a=a: mm.execute(algorithm=a, stream=stream)) for i, a in enumerate(algos)}
-        stats = time_server(contenders, stream, l2_bytes, samples=10, mean_gap_us=20.0)
-        best = int(min(stats, key=lambda i: stats[i].median_us))
-        table[key] = {"index": best, "count": len(algos), "median_us": stats[str(best)].median_us}
+        best, median_us, mode = pick_fastest(contenders, stream, l2_bytes)
+        table[key] = {"index": best, "count": len(algos), "median_us": median_us, "mode": mode}
         write_text_atomic(cache, json.dumps(table, indent=1))
         return best
+
+
+def pick_fastest(contenders: dict[str, Callable[[], None]], stream, l2_bytes: int) -> tuple[int, float, str]:
+    """(index, median us, mode) of the fastest contender (keys "0", "1", ...): timed alone after an L2 flush,
+    or back to back in a graph when the host cannot keep ahead of the GPU for enough server samples (a busy
+    machine). Autotuning only chooses an algorithm: it reports no time, so the fallback costs no honesty."""
+    from evaluator import timing
+
+    try:
+        stats, mode = timing.time_server(contenders, stream, l2_bytes, samples=10, mean_gap_us=20.0), "server"
+    except timing.TimingDisturbed:
+        stats, mode = timing.time_offline(contenders, stream, samples=5), "offline"
+    best = min(stats, key=lambda i: stats[i].median_us)
+    return int(best), stats[best].median_us, mode

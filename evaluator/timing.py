@@ -16,14 +16,16 @@ A server sample counts only if the host had enqueued its whole timed section (st
 end event) before the GPU reached the start event: otherwise the GPU idled inside the window waiting
 for the host (a busy host: compiles running beside the timing), and the sample would time the host.
 A short spin kernel before the flush gives the host that head start; a sample taken without it is
-dropped and taken again, up to RETRIES times; a contender left with fewer than half its samples raises
-TimingDisturbed. (Offline samples need no such check: the replays queue back to back behind a
+dropped and taken again, up to RETRIES times, and the spin of every later sample of the call is made
+longer (up to about a millisecond); a contender left with fewer than half its samples raises
+TimingDisturbed. The garbage collector is paused while samples are taken. (Offline samples need no such check: the replays queue back to back behind a
 warm-up replay, and a host stall, divided by the graph's launches, reaches the median only if it
 lasts through most of the samples.)
 """
 
 from __future__ import annotations
 
+import gc
 import random
 import time
 from collections.abc import Callable
@@ -35,6 +37,7 @@ from evaluator.record import Stats
 Contender = Callable[[], None]
 RETRIES = 3  # attempts per server sample, at most, before giving up on it
 HEAD_START_CYCLES = 100_000  # a one-thread spin (about 50-100 us) before each flush: the host's head start
+MAX_HEAD_START_CYCLES = 1_600_000  # what the head start grows to, at most, once samples are dropped (~1 ms)
 dropped_samples = 0  # samples dropped in this process because the host fell behind (for probes and tests)
 
 
@@ -152,22 +155,30 @@ def time_server(
     graphs = {name: capture(fn, 1, stream) for name, fn in contenders.items()}
     out: dict[str, list[float]] = {n: [] for n in graphs}
     names = list(graphs)
-    with torch.cuda.stream(stream):
-        for g in graphs.values():
-            g.replay()
-        for _ in range(samples):
-            rng.shuffle(names)
-            for name in names:
-                for _attempt in range(RETRIES):
-                    stream.synchronize()
-                    time.sleep(rng.expovariate(1.0 / mean_gap_us) * 1e-6)  # GPU idle, at random intervals
-                    torch.cuda._sleep(HEAD_START_CYCLES)  # touches no memory
-                    flush()
-                    s, e, clean = _enqueue_timed(graphs[name], stream)
-                    e.synchronize()
-                    if clean:
-                        out[name].append(s.elapsed_time(e) * 1000.0)
-                        break
+    head_start = HEAD_START_CYCLES
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with torch.cuda.stream(stream):
+            for g in graphs.values():
+                g.replay()
+            for _ in range(samples):
+                rng.shuffle(names)
+                for name in names:
+                    for _attempt in range(RETRIES):
+                        stream.synchronize()
+                        time.sleep(rng.expovariate(1.0 / mean_gap_us) * 1e-6)  # GPU idle, at random intervals
+                        torch.cuda._sleep(head_start)  # touches no memory
+                        flush()
+                        s, e, clean = _enqueue_timed(graphs[name], stream)
+                        e.synchronize()
+                        if clean:
+                            out[name].append(s.elapsed_time(e) * 1000.0)
+                            break
+                        head_start = min(4 * head_start, MAX_HEAD_START_CYCLES)  # the host needs longer
+    finally:
+        if collecting:
+            gc.enable()
     del flush
     for n, v in out.items():
         _enough(n, len(v), samples)

@@ -59,3 +59,26 @@ def test_another_driver_does_not_share_the_cache():
     other._info.driver = "590.1"
     other.baseline_table(128, 128, 128)
     assert len(other.worker.calls) == 1
+
+
+def test_autotuning_falls_back_to_back_to_back_timing_when_the_host_disturbs_server_samples(monkeypatch):
+    from evaluator import baselines, timing
+    from evaluator.record import Stats
+
+    def disturbed(*args, **kwargs):
+        raise timing.TimingDisturbed("1: only 4 of 10 samples were clean")
+
+    def offline(contenders, stream, samples=15, reps=None):
+        return {name: Stats(median_us=10.0 - i, p10_us=9.0, p90_us=11.0, n=samples) for i, name in enumerate(contenders)}
+
+    algos = {"0": None, "1": None, "2": None}
+    monkeypatch.setattr(timing, "time_server", disturbed)
+    monkeypatch.setattr(timing, "time_offline", offline)
+    assert baselines.pick_fastest(algos, None, 50 << 20) == (2, 8.0, "offline")
+
+    def server(contenders, stream, l2_bytes, samples=30, mean_gap_us=200.0):
+        return {name: Stats(median_us=5.0 + abs(1 - i), p10_us=5.0, p90_us=6.0, n=samples)
+                for i, name in enumerate(contenders)}  # fmt: skip
+
+    monkeypatch.setattr(timing, "time_server", server)
+    assert baselines.pick_fastest(algos, None, 50 << 20) == (1, 5.0, "server")

@@ -321,3 +321,38 @@ def test_a_record_with_disturbed_baselines_does_not_win_the_resumed_row():
         prior_slow = sweep.row_from_record(256, 256, 256, rec_slow, kernel=kernel_hash(slow), family="small",
                                            proposer="list", gpu=gpu, evals=1, gpu_seconds=0.0)  # fmt: skip
         assert sweep.row_score(row, "both") > sweep.row_score(prior_slow, "both")
+
+
+class FailsOn(StandinEvaluator):
+    """The stand-in, except that evaluating `shape` raises as a GPU worker does when it cannot prepare it."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.shape = shape
+
+    def evaluate(self, sources, M, N, K, **kwargs):
+        if (M, N, K) == self.shape:
+            raise RuntimeError("worker prepare failed: TimingDisturbed: only 4 of 10 samples were clean")
+        return super().evaluate(sources, M, N, K, **kwargs)
+
+
+def test_a_shape_whose_search_raises_ends_only_its_own_search(tmp_path):
+    from archive import Archive
+
+    with Archive() as archive:
+        first = run_sweep([(256, 256, 256)], evaluator=StandinEvaluator(), archive=archive, budget_evals=6,
+                          progress=False)  # fmt: skip
+        seen = []
+        rows = run_sweep([(128, 128, 128), (256, 256, 256), (512, 512, 512)], evaluator=FailsOn((256, 256, 256)),
+                         archive=archive, budget_evals=6, resume=False, progress=False,
+                         on_row=lambda r: seen.append(len(r)))  # fmt: skip
+    assert [r["status"] for r in rows] == ["optimized", "kept", "optimized"]
+    failed = rows[1]
+    assert failed["kernel"] == first[0]["kernel"] and failed["evals"] == 0  # the archive's kernel stays reported
+    assert "TimingDisturbed" in failed["error"] and "error" not in rows[0]
+    assert seen == [1, 2, 3]  # the report is rewritten after the failed shape too
+    assert "256×256×256: RuntimeError: worker prepare failed" in sweep.render_markdown(rows, summarize(rows), "x")
+    with Archive(tmp_path / "empty.db") as empty:
+        (row,) = run_sweep([(256, 256, 256)], evaluator=FailsOn((256, 256, 256)), archive=empty, budget_evals=6,
+                           progress=False)  # fmt: skip
+    assert row["status"] == "no_kernel" and row["kernel"] is None and row["error"]

@@ -75,3 +75,27 @@ def test_a_host_that_always_stalls_gets_no_time(monkeypatch):
     _stalling_capture(monkeypatch, lambda n: True)
     with pytest.raises(timing.TimingDisturbed):
         timing.time_server({"mm": _matmul()}, stream, gpu_facts.gpu_info().l2_bytes, samples=6)
+
+
+def test_a_host_slower_than_the_head_start_gets_a_longer_one(monkeypatch):
+    """A host that needs 0.3 ms to enqueue every sample (longer than the first head start, shorter than the
+    longest): once a sample is dropped the spin before each flush grows, and the rest are clean."""
+    import torch
+
+    from evaluator import gpu_facts, timing
+
+    stream = torch.cuda.Stream()
+    real = timing.capture
+
+    class Slow:
+        def __init__(self, graph):
+            self.graph = graph
+
+        def replay(self):
+            time.sleep(0.0003)
+            self.graph.replay()
+
+    monkeypatch.setattr(timing, "capture", lambda *a, **k: Slow(real(*a, **k)))
+    before = timing.dropped_samples
+    stats = timing.time_server({"mm": _matmul()}, stream, gpu_facts.gpu_info().l2_bytes, samples=12)["mm"]
+    assert stats.n == 12 and timing.dropped_samples - before <= 3
