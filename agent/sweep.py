@@ -8,12 +8,12 @@ returns one row per shape; `write_report(rows, out_dir, name)` writes `<name>.js
 and `<name>.png` (speedup over the best baseline against FLOPs, log x). `register(app)` adds
 `hgemm sweep`.
 
-A row holds the shape, the best full-stage kernel (hash, family, proposer), its median time
-and every baseline's in both modes, speedups per baseline and over the best baseline, the
-evaluations and GPU-seconds (sum of records' `eval_seconds`) spent on the shape, and a
-status: "optimized", "resumed", "kept" or "no_kernel" (a search that raised adds its `error`). Invariants: rows come only from full-stage,
-correct records (the archive's ranked rows or the loop's final best); a shape with none has
-null times and counts against the sweep in the summary's `no_kernel`.
+A row holds the shape, the best full-stage kernel (hash, family, proposer), its median time and every
+baseline's in both modes, speedups per baseline and over the best baseline, the evaluations and GPU-seconds
+(sum of records' `eval_seconds`) spent on the shape, and a status: "optimized", "resumed", "kept" or
+"no_kernel" (a search that raised adds its `error`). Invariants: rows come only from full-stage, correct
+records (the archive's ranked rows or the loop's final best); a shape with none has null times and counts
+against the sweep in the summary's `no_kernel`.
 """
 
 from __future__ import annotations
@@ -345,7 +345,9 @@ def searched_row(M: int, N: int, K: int, gpu: str, result: Any, prior: dict[str,
     return row
 
 
-def search_failed(M: int, N: int, K: int, gpu: str, prior: dict[str, Any] | None, error: str) -> dict:
+def search_failed(
+    M: int, N: int, K: int, gpu: str, prior: dict[str, Any] | None, error: str
+) -> dict[str, Any]:
     """The report row of a search that raised: the archive's kernel where there is one (status "kept"), else
     no kernel; `error` says what went wrong. What the search archived before it raised stays archived."""
     row = {**prior, "status": "kept"} if prior is not None else row_from_record(M, N, K, None, gpu=gpu)

@@ -12,15 +12,14 @@ counts: each contender is captured once, and only graph replays are timed.
 
 Reported: median, p10, p90 (microseconds) over samples.
 
-A server sample counts only if the host had enqueued its whole timed section (start event, replay,
-end event) before the GPU reached the start event: otherwise the GPU idled inside the window waiting
-for the host (a busy host: compiles running beside the timing), and the sample would time the host.
-A short spin kernel before the flush gives the host that head start; a sample taken without it is
-dropped and taken again, up to RETRIES times, and the spin of every later sample of the call is made
-longer (up to about a millisecond); a contender left with fewer than half its samples raises
-TimingDisturbed. The garbage collector is paused while samples are taken. (Offline samples need no such check: the replays queue back to back behind a
-warm-up replay, and a host stall, divided by the graph's launches, reaches the median only if it
-lasts through most of the samples.)
+A server sample counts only if the host had enqueued its whole timed section (start event, replay, end event)
+before the GPU reached the start event: otherwise the GPU idled inside the window waiting for the host (a busy
+host: compiles running beside the timing), and the sample would time the host. A short spin kernel before the
+flush gives the host that head start; a sample taken without it is dropped and taken again, up to RETRIES
+times, and the spin of every later sample of the call is made longer (up to about a millisecond); a contender
+left with fewer than half its samples raises TimingDisturbed. The garbage collector is paused while samples
+are taken. (Offline samples need no such check: the replays queue back to back behind a warm-up replay, and a
+host stall, divided by the graph's launches, reaches the median only if it lasts through most of the samples.)
 """
 
 from __future__ import annotations

@@ -13,21 +13,20 @@ the last partial wave, plus one full wave, are cut into equal k-block ranges, on
 the CTA holding a tile's first k-block adds the others' fp32 partials, handed over through the
 workspace with release/acquire flags, and writes C).
 
-Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the template with
-`wgmma_ptx.cuh` inlined, no local `#include "..."` left). `check` accepts only what the template
-static_asserts and the device allows: M % (bm*cluster_m) == 0 and N % bn == 0, or M % 64 == 0 and
-N % 64 == 0 with the TMA-store epilogue and no split-K or stream-K (`tails`: the last tile row and
-column read TMA's zero fill past M and N and store only the C boxes that start inside; bn=160 and 192
-and bm=192 rely on it), K % 64 == 0, 64 or 128 tile rows per consumer warpgroup (bm=192 is three
-consumers of 64 rows), at most 128 accumulators per consumer thread (192 with pingpong, whose consumer
-holds a whole tile of up to 128 x 192; 96 with three consumers, which get 160 registers each), K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with split_k > 1
-(partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on
-H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable cluster),
-persistent=0, cluster_m=1, pingpong=0, at most two consumers. epi_panels=2 (stage C one panel at a time through a
-two-panel ring, so a deeper operand ring fits) needs epilogue=1 and split_k=1. C panels are 64
-columns, 32 when bn=32 or 160 (`c_panel`).
-`shared_bytes` is the exact dynamic shared memory the kernel requests. A parameter set without
-`split_k`, `split_dsmem`, `epi_panels` or `stream_k` (archived before they existed) means 1 / 0 / 0 /
+Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the template with `wgmma_ptx.cuh`
+inlined, no local `#include "..."` left). `check` accepts only what the template static_asserts and the device
+allows: M % (bm*cluster_m) == 0 and N % bn == 0, or M % 64 == 0 and N % 64 == 0 with the TMA-store epilogue
+and no split-K or stream-K (`tails`: the last tile row and column read TMA's zero fill past M and N and store
+only the C boxes that start inside; bn=160 and 192 and bm=192 rely on it), K % 64 == 0, 64 or 128 tile rows
+per consumer warpgroup (bm=192 is three consumers of 64 rows), at most 128 accumulators per consumer thread
+(192 with pingpong, whose consumer holds a whole tile of up to 128 x 192; 96 with three consumers, which get
+160 registers each), K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with
+split_k > 1 (partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on
+H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable cluster), persistent=0,
+cluster_m=1, pingpong=0, at most two consumers. epi_panels=2 (stage C one panel at a time through a two-panel
+ring, so a deeper operand ring fits) needs epilogue=1 and split_k=1. C panels are 64 columns, 32 when bn=32 or
+160 (`c_panel`). `shared_bytes` is the exact dynamic shared memory the kernel requests. A parameter set
+without `split_k`, `split_dsmem`, `epi_panels` or `stream_k` (archived before they existed) means 1 / 0 / 0 /
 0, which renders the same kernel as before. stream_k=1 needs persistent=1, split_k=1, pingpong=0, at most two
 consumers.
 """
@@ -332,8 +331,8 @@ FAMILIES: dict[str, Family] = {
         template="wgmma_ws.cu",
         space=SPACE,
         description="Hopper TMA + wgmma warp-specialised kernel: producer warpgroup, 1-2 consumer "
-        "warpgroups (3 for 192-row tiles), mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, 2x1 multicast clusters, "
-        "split-K with a reduction kernel or DSMEM, stream-K",
+        "warpgroups (3 for 192-row tiles), mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, "
+        "2x1 multicast clusters, split-K with a reduction kernel or DSMEM, stream-K",
         min_cc=9.0,
         tuning=("group_m", "persistent", "epi_panels", "stages"),
     ),
