@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from evaluator.errors import HgemmError
+from hgemm.core.errors import HgemmError
 
 app = typer.Typer(
     name="hgemm",
@@ -26,7 +26,7 @@ app = typer.Typer(
 def _register() -> None:
     from importlib import import_module
 
-    for module in ("evaluator.cli", "agent.commands", "agent.sweep", "archive.cli", "index.cli"):
+    for module in ("hgemm.evaluator.cli", "hgemm.agent.commands", "hgemm.agent.sweep", "hgemm.archive.cli", "hgemm.index.cli"):
         import_module(module).register(app)
 
 

@@ -15,17 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from hgemm.agent.config import Config, gpu_preset, load_config, preset_for_name
+from hgemm.agent.loop import validate_objective
 
-from agent.config import Config, gpu_preset, load_config, preset_for_name
-from agent.loop import validate_objective
-from evaluator.errors import BadInput, validate_shape
+from hgemm.core.errors import BadInput
+from hgemm.core.shape import validate_shape
 
 PROPOSERS = ("template", "llm", "llm+template")
 
 
 def open_evaluator() -> Any:
     """The GPU evaluator (NoGpu when there is none). Orchestration tests replace this function."""
-    from evaluator.local import LocalEvaluator
+    from hgemm.evaluator.local import LocalEvaluator
 
     return LocalEvaluator()
 
@@ -33,7 +34,7 @@ def open_evaluator() -> Any:
 def make_backend(config: Config) -> Any:
     llm = config.llm
     if llm.local_model:
-        from agent.llm_local import LocalBackend
+        from hgemm.agent.llm_local import LocalBackend
 
         return LocalBackend(
             llm.local_model,
@@ -41,7 +42,7 @@ def make_backend(config: Config) -> Any:
             temperature=llm.temperature,
             max_tokens=llm.max_tokens,
         )
-    from agent.llm import OpenAIBackend
+    from hgemm.agent.llm import OpenAIBackend
 
     return OpenAIBackend(
         llm.model,
@@ -61,7 +62,7 @@ def make_proposers(kind: str, config: Config) -> list[Any]:
         raise BadInput(f"--proposer must be one of {', '.join(PROPOSERS)}, not {kind!r}")
     proposers: list[Any] = []
     if kind.startswith("llm"):
-        from agent.llm import LLMProposer
+        from hgemm.agent.llm import LLMProposer
 
         llm = config.llm
         if not llm.local_model and llm.price(llm.model) is None:
@@ -81,7 +82,7 @@ def make_proposers(kind: str, config: Config) -> list[Any]:
             )
         )
     if kind.endswith("template"):
-        from agent.template import TemplateProposer
+        from hgemm.agent.template import TemplateProposer
 
         search = config.search
         proposers.append(TemplateProposer(seed=search.seed, refresh=search.refresh, refresh_within=search.refresh_within))
@@ -266,9 +267,9 @@ def run_optimize(
     objective: str = "both",
 ) -> Any:
     """Open evaluator, archive and index, and run the loop."""
-    from agent.loop import Budget, optimize
-    from archive import Archive
-    from index import Retriever
+    from hgemm.agent.loop import Budget, optimize
+    from hgemm.archive import Archive
+    from hgemm.index import Retriever
 
     b = config.budget
     budget = Budget(evals=b.evals, minutes=b.minutes, llm_usd=b.llm_usd, llm_tokens=b.llm_tokens)
@@ -316,10 +317,10 @@ def prompt_command(
     """Print the prompt the LLM proposer would send now for M×N×K (no GPU needed)."""
     validate_shape(M, N, K)
     config = load_config(config_file)
-    from agent.llm_prompt import build_prompt
-    from agent.proposer import ProposalContext
-    from archive import Archive
-    from index import Retriever
+    from hgemm.agent.llm_prompt import build_prompt
+    from hgemm.agent.proposer import ProposalContext
+    from hgemm.archive import Archive
+    from hgemm.index import Retriever
 
     with Archive() as archive:
         name = _latest_gpu_name(archive, M, N, K)

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import tomllib
+from hgemm.agent.template import REFRESH_WITHIN
 
-from agent.template import REFRESH_WITHIN
-from evaluator.errors import BadInput
-from evaluator.paths import state_root
+from hgemm.core.errors import BadInput
+from hgemm.core.paths import state_root
 
 # USD per million tokens (prompt, completion): list prices when written; override under [llm.prices].
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
@@ -151,7 +151,7 @@ GPU_PRESETS: dict[str, dict[str, Any]] = {
 
 def gpu_preset(key: str, name: str | None = None) -> Any:
     """A GpuInfo from a preset; `name` (as an archive recorded it) replaces the preset's name."""
-    from evaluator.record import GpuInfo
+    from hgemm.core.record import GpuInfo
 
     if key not in GPU_PRESETS:
         raise BadInput(f"unknown GPU preset {key!r}; known: {', '.join(GPU_PRESETS)}")

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.llm_prompt import Prompt, build_prompt
-from agent.llm_replies import parse_reply
-from agent.proposer import Candidate, ProposalContext
-from evaluator.errors import HgemmError
+from hgemm.agent.llm_prompt import Prompt, build_prompt
+from hgemm.agent.llm_replies import parse_reply
+from hgemm.agent.proposer import Candidate, ProposalContext
+
+from hgemm.core.errors import HgemmError
 
 
 class LLMError(HgemmError):

@@ -14,10 +14,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-import prompts
-from agent.proposer import ProposalContext
-from evaluator.api import contract_text
-from evaluator.record import MODES, NOT_DEFECTS, EvalRecord, GpuInfo
+from hgemm.agent.proposer import ProposalContext
+from hgemm.evaluator.api import contract_text
+
+from hgemm import prompts
+from hgemm.core.record import MODES, NOT_DEFECTS, EvalRecord, GpuInfo
 
 NCU_KEYS_SHOWN = 12  # at most this many NCU metrics per kernel in a prompt
 
@@ -104,7 +105,7 @@ def gather(ctx: ProposalContext, limit: int = 32) -> tuple[list[Scored], list[Fa
     newest timed record on this shape (for its baselines and floors)."""
     shape = (ctx.M, ctx.N, ctx.K)
     pairs: list[tuple[str, EvalRecord]] = []
-    from agent import llm_sources
+    from hgemm.agent import llm_sources
 
     pairs.extend(llm_sources.from_store(ctx, limit))
     pairs.extend((c.source, r) for c, r in ctx.history)

@@ -65,7 +65,7 @@ def parse_reply(text: str | None, check: bool = True) -> Reply:
             "oversized", problems=[f"kernel has {len(source)} characters (limit {MAX_SOURCE_CHARS})"]
         )
     if check:
-        from evaluator.static_check import check_source
+        from hgemm.evaluator.static_check import check_source
 
         problems = list(check_source(source))
         if problems:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agent.proposer import ProposalContext
-from evaluator.record import EvalRecord
+from hgemm.agent.proposer import ProposalContext
+
+from hgemm.core.record import EvalRecord
 
 NEIGHBOUR_SHAPES = 6  # shapes consulted besides ctx's own
 PER_SHAPE = 3  # best kernels taken from each neighbouring shape

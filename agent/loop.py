@@ -38,10 +38,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.proposer import Candidate, ProposalContext, Proposer
-from evaluator.api import Evaluator
-from evaluator.errors import BadInput, validate_shape
-from evaluator.record import MODES, EvalRecord
+from hgemm.agent.proposer import Candidate, ProposalContext, Proposer
+from hgemm.evaluator.api import Evaluator
+
+from hgemm.core.errors import BadInput
+from hgemm.core.record import MODES, EvalRecord
+from hgemm.core.shape import validate_shape
 
 STOP_REASONS = ("evals", "minutes", "llm_usd", "llm_tokens", "converged")
 OBJECTIVES = ("both", "offline", "server")

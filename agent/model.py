@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.record import GpuInfo
+from hgemm.core.record import GpuInfo
 
 KERNEL_LAUNCH_US = 2.0  # one kernel in a graph, end to end, with nothing to do
 EXTRA_KERNEL_US = 1.2  # each further kernel (split-K reduction)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from evaluator.record import EvalRecord, GpuInfo, kernel_hash
+from hgemm.core.record import EvalRecord, GpuInfo, kernel_hash
 
 
 @dataclass

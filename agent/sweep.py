@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from hgemm.agent.template import REFRESH_WITHIN
 
-from agent.template import REFRESH_WITHIN
-from evaluator.paths import write_text_atomic
-from evaluator.record import BASELINES, MODES, EvalRecord
+from hgemm.core.paths import write_text_atomic
+from hgemm.core.record import BASELINES, MODES, EvalRecord
 
 DEFAULT_GRID = Path("bench") / "grid100.txt"
 ARCHIVED_CANDIDATES = 20  # offline-ranked kernels a resumed shape considers for the "both" objective
@@ -217,7 +217,7 @@ def archived_row(
     archive: Any, M: int, N: int, K: int, gpu: str, objective: str = "both"
 ) -> dict[str, Any] | None:
     """A row from the archive's best ranked kernel for the shape on this GPU by `objective`, or None."""
-    from agent.loop import objective_time
+    from hgemm.agent.loop import objective_time
 
     if objective == "both":
         # The best of the top offline rows by the geometric mean of the kernel's own times in both modes:
@@ -282,8 +282,8 @@ def run_sweep(
     """Optimise each shape (budgets are per shape); rows in the order of `shapes`. `on_row(rows)` runs
     after every shape with the rows so far (the command rewrites its report there, so a sweep cut off
     by a time limit still leaves one). Without a terminal, progress is one plain line per shape."""
-    from agent.loop import Budget, optimize
-    from agent.template import TemplateProposer
+    from hgemm.agent.loop import Budget, optimize
+    from hgemm.agent.template import TemplateProposer
 
     make = proposer_factory or (lambda: [TemplateProposer(seed=seed, refresh=refresh, refresh_within=refresh_within)])
     gpu = evaluator.gpu_info().name
@@ -357,7 +357,7 @@ def search_failed(
 def row_score(row: dict[str, Any], objective: str) -> float:
     """Higher is better: minus the kernel's own time in the objective's mode (the geometric mean of both
     modes' times for "both"; see `archived_row` for why not its speedups); -inf without a kernel."""
-    from agent.loop import objective_time
+    from hgemm.agent.loop import objective_time
 
     t = objective_time(row.get("offline_us"), row.get("server_us"), objective)
     return -math.inf if not t or not row.get("kernel") else -t
@@ -373,8 +373,8 @@ def model_rank_correlation(
 ) -> float | None:
     """Spearman correlation between the analytic model and measured quick-stage offline times of the
     template candidates of one shape (None with fewer than 4): how far the pre-ranking can be trusted."""
-    from agent.model import predict_us, spearman
-    from evaluator.kernels import FAMILIES
+    from hgemm.agent.model import predict_us, spearman
+    from hgemm.evaluator.kernels import FAMILIES
 
     pairs = []
     for cand, rec in results:
@@ -435,10 +435,12 @@ def sweep_command(
     ),
 ) -> None:
     """Optimise every shape of a grid with the template proposer and write a report."""
-    from agent.commands import open_evaluator
-    from archive import Archive
-    from evaluator.errors import BadInput, validate_shape
-    from index import Retriever
+    from hgemm.agent.commands import open_evaluator
+    from hgemm.archive import Archive
+    from hgemm.index import Retriever
+
+    from hgemm.core.errors import BadInput
+    from hgemm.core.shape import validate_shape
 
     if not grid.exists():
         raise BadInput(f"grid file {grid} does not exist")
@@ -448,7 +450,7 @@ def sweep_command(
     for s in shapes:
         validate_shape(*s)
     report_name = name or grid.stem
-    from agent.loop import validate_objective
+    from hgemm.agent.loop import validate_objective
 
     validate_objective(objective)
     with open_evaluator() as evaluator, Archive() as archive:
@@ -481,7 +483,7 @@ def sweep_command(
 
 def read_grid(path: Path | str) -> list[tuple[int, int, int]]:
     """Shapes from a grid file: one `M N K` per line; `#` comments and blank lines ignored."""
-    from evaluator.errors import BadInput
+    from hgemm.core.errors import BadInput
 
     shapes = []
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):

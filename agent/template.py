@@ -37,9 +37,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent.model import predict_us
-from agent.proposer import Candidate, ProposalContext
-from evaluator.record import NOT_DEFECTS, EvalRecord, GpuInfo, kernel_hash
+from hgemm.agent.model import predict_us
+from hgemm.agent.proposer import Candidate, ProposalContext
+
+from hgemm.core.record import NOT_DEFECTS, EvalRecord, GpuInfo, kernel_hash
 
 Key = tuple[str, tuple[tuple[str, Any], ...]]
 
@@ -71,7 +72,7 @@ class _Option:
 
 def _load_families(families: Any) -> dict[str, Any]:
     if families is None:
-        from evaluator import kernels
+        from hgemm.evaluator import kernels
 
         families = kernels.all_families() if hasattr(kernels, "all_families") else kernels.FAMILIES
     if isinstance(families, dict):

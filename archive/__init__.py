@@ -3,7 +3,7 @@
 `Archive(path=None)` opens the default file under the state root (`$HGEMM_HOME/archive/archive.db`).
 """
 
-from archive.errors import ArchiveCorrupt, ArchiveError, ArchiveTooNew
-from archive.store import Archive, default_path
+from hgemm.archive.errors import ArchiveCorrupt, ArchiveError, ArchiveTooNew
+from hgemm.archive.store import Archive, default_path
 
 __all__ = ["Archive", "ArchiveCorrupt", "ArchiveError", "ArchiveTooNew", "default_path"]

@@ -12,20 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import typer
-
-from archive.errors import ArchiveError
+from hgemm.archive.errors import ArchiveError
 
 archive_app = typer.Typer(help="The ranked archive of every attempt.", no_args_is_help=True)
 
 
 def _open(ctx: typer.Context):
-    from archive.store import Archive
+    from hgemm.archive.store import Archive
 
     return Archive((ctx.obj or {}).get("db"))
 
 
 def _shape(text: str) -> tuple[int, int, int]:
-    from evaluator.errors import validate_shape
+    from hgemm.core.shape import validate_shape
 
     parts = text.replace("x", ",").split(",")
     try:
@@ -155,7 +154,7 @@ def best_cmd(
     source: bool = typer.Option(False, "--source", help="Print the winning source."),
 ) -> None:
     """The fastest correct kernel for one shape."""
-    from evaluator.errors import validate_shape
+    from hgemm.core.shape import validate_shape
 
     validate_shape(M, N, K)
     with _open(ctx) as a:

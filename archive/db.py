@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from archive.errors import ArchiveCorrupt
+from hgemm.archive.errors import ArchiveCorrupt
 
 try:  # POSIX; elsewhere SQLite's own busy handling is the only arbiter
     import fcntl

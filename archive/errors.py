@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaluator.errors import HgemmError
+from hgemm.core.errors import HgemmError
 
 
 class ArchiveError(HgemmError):

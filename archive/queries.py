@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from archive.rows import to_dict
+from hgemm.archive.rows import to_dict
 
 ORDER = "e.speedup_best DESC, e.median_us ASC, e.id ASC"
 KERNEL_COLS = "k.family, k.params, k.proposer, k.source"

@@ -14,7 +14,7 @@ import hashlib
 import json
 from typing import Any
 
-from evaluator.record import BASELINES, FAILURE_KINDS, NOT_DEFECTS, EvalRecord
+from hgemm.core.record import BASELINES, FAILURE_KINDS, NOT_DEFECTS, EvalRecord
 
 JSON_COLUMNS = ("params", "config", "baselines", "resources", "ncu", "record")
 # Failures that make a kernel untrustworthy on a shape and GPU however often it passed there (a race, a

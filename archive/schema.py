@@ -18,9 +18,9 @@ import sqlite3
 from collections.abc import Callable
 
 import sqlite_utils
+from hgemm.archive.errors import ArchiveTooNew
 
-from archive.errors import ArchiveTooNew
-from evaluator.record import BASELINES
+from hgemm.core.record import BASELINES
 
 Migration = tuple[str, Callable[[sqlite_utils.Database], None]]
 
@@ -159,7 +159,7 @@ def _ranked_order_index(db: sqlite_utils.Database) -> None:
 def _unrank_disqualified(db: sqlite_utils.Database) -> None:
     """Rows of a kernel that also failed (for a reason other than an unsupported shape) on the same shape
     and GPU stop being ranked there: what the store now enforces on every insert, applied to older data."""
-    from archive.rows import DISQUALIFYING
+    from hgemm.archive.rows import DISQUALIFYING
 
     # The store asks "has this kernel failed on this shape and GPU?" before it ranks a new row.
     db["records"].create_index(

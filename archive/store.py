@@ -19,17 +19,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from archive import db as _db
-from archive import queries, rows, schema
-from archive.errors import ArchiveError
-from evaluator.paths import state_dir
-from evaluator.record import MODES, EvalRecord, kernel_hash, normalize_source
+from hgemm.archive import db as _db
+from hgemm.archive import queries, rows, schema
+from hgemm.archive.errors import ArchiveError
+
+from hgemm.core.paths import state_dir
+from hgemm.core.record import MODES, EvalRecord, kernel_hash, normalize_source
 
 HEX = re.compile(r"^[0-9a-f]{1,64}$")
 
 
 def default_path() -> Path:
-    return state_dir("archive") / "archive.db"
+    return state_dir("archive") / "hgemm.archive.db"
 
 
 def _now() -> str:
@@ -347,13 +348,13 @@ class Archive:
     def export(self, path: Path | str | None, fmt: str = "jsonl") -> int:
         """Write the archive as jsonl (everything, re-importable) or csv (one row per evaluation row).
         `path` None or "-" writes to stdout. Returns the number of lines/rows written."""
-        from archive import transfer
+        from hgemm.archive import transfer
 
         return transfer.export(self, path, fmt)
 
     def import_file(self, path: Path | str) -> dict[str, int]:
         """Merge another archive (its .db file or a jsonl export): idempotent by content hash and fingerprint."""
-        from archive import transfer
+        from hgemm.archive import transfer
 
         return transfer.import_file(self, Path(path))
 

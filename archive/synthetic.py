@@ -11,7 +11,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from evaluator.record import BASELINES, FAILURE_KINDS, EvalRecord, ModeResult, Resources, Stats
+from hgemm.core.record import BASELINES, FAILURE_KINDS, EvalRecord, ModeResult, Resources, Stats
 
 FAMILIES = {
     "mma_sync_cpasync": ("mma.sync", "cp.async", "ldmatrix"),
@@ -101,7 +101,7 @@ def attempts(
         }
         pool.append((fam, params, kernel_source(fam, params, i)))
     hashes: list[str] = []
-    from evaluator.record import kernel_hash
+    from hgemm.core.record import kernel_hash
 
     failure_kinds = [k for k in FAILURE_KINDS if k not in ("suspicious_speed", "timing_disturbed")]
     for _ in range(n):

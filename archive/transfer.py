@@ -24,10 +24,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from archive import db as _db
-from archive import rows, schema
-from archive.errors import ArchiveCorrupt, ArchiveError
-from evaluator.record import BASELINES, EvalRecord, kernel_hash, normalize_source
+from hgemm.archive import db as _db
+from hgemm.archive import rows, schema
+from hgemm.archive.errors import ArchiveCorrupt, ArchiveError
+
+from hgemm.core.record import BASELINES, EvalRecord, kernel_hash, normalize_source
 
 FORMAT = "hgemm-archive"
 

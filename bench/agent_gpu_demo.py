@@ -22,12 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.commands import summary  # noqa: E402
-from agent.llm import LLMProposer, OpenAIBackend  # noqa: E402
-from agent.llm_prompt import build_prompt  # noqa: E402
-from agent.llm_replay import ReplayServer, Step, reply  # noqa: E402
-from agent.loop import Budget, optimize  # noqa: E402
-from agent.proposer import ProposalContext  # noqa: E402
+from hgemm.agent.commands import summary  # noqa: E402
+from hgemm.agent.llm import LLMProposer, OpenAIBackend  # noqa: E402
+from hgemm.agent.llm_prompt import build_prompt  # noqa: E402
+from hgemm.agent.llm_replay import ReplayServer, Step, reply  # noqa: E402
+from hgemm.agent.loop import Budget, optimize  # noqa: E402
+from hgemm.agent.proposer import ProposalContext  # noqa: E402
 
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096)]
 NEIGHBOUR = (3072, 3072, 3072)
@@ -35,7 +35,7 @@ NEIGHBOUR = (3072, 3072, 3072)
 
 def scripted_kernels(gpu, M, N, K, count=4):
     """Rendered family kernels with parameters the family accepts for this shape and GPU."""
-    from evaluator.kernels import all_families
+    from hgemm.evaluator.kernels import all_families
 
     rng = random.Random(M * 7 + N * 3 + K)
     found = []
@@ -68,7 +68,7 @@ def run_one(kind, M, N, K, evaluator, archive, retriever, ncu):
         )
         proposers = [LLMProposer(backend, prices=lambda m: (1.0, 4.0))]
         if kind == "llm+template":
-            from agent.template import TemplateProposer
+            from hgemm.agent.template import TemplateProposer
 
             proposers.append(TemplateProposer(seed=0))
         result = optimize(
@@ -101,9 +101,9 @@ def main() -> int:
     parser.add_argument("--no-ncu", action="store_true", help="skip Nsight Compute at the full stage")
     args = parser.parse_args()
 
-    from archive import Archive
-    from evaluator.local import LocalEvaluator
-    from index import Retriever
+    from hgemm.archive import Archive
+    from hgemm.evaluator.local import LocalEvaluator
+    from hgemm.index import Retriever
 
     started = time.time()
     runs = []

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluator.local import LocalEvaluator  # noqa: E402
+from hgemm.evaluator.local import LocalEvaluator  # noqa: E402
 
 SHAPES = [(128, 128, 128), (64, 128, 64), (1024, 128, 1024), (512, 128, 8192), (256, 2048, 4096),
           (1024, 1024, 1024), (2048, 256, 512), (512, 4096, 4096), (4096, 4096, 4096), (128, 16384, 1024),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluator.kernels import get_family  # noqa: E402
+from hgemm.evaluator.kernels import get_family  # noqa: E402
 
 Shape = tuple[int, int, int]
 SQUARE_BIG: Shape = (4096, 4096, 4096)
@@ -113,7 +113,7 @@ def short(params: dict) -> str:
 
 
 def compile_all(rows: list[dict]) -> None:
-    from evaluator.compile import compile_sources
+    from hgemm.evaluator.compile import compile_sources
 
     todo = [r for r in rows if r["check"] is None]
     sources = [get_family(r["family"]).render(r["params"]) for r in todo]
@@ -132,7 +132,7 @@ def compile_all(rows: list[dict]) -> None:
 
 
 def evaluate_all(rows: list[dict]) -> None:
-    from evaluator.local import LocalEvaluator
+    from hgemm.evaluator.local import LocalEvaluator
 
     by_shape: dict[tuple, list[dict]] = {}
     for r in rows:

@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluator.compile import DEFAULT_ARCHS, nvcc_flags  # noqa: E402
-from evaluator.kernels.wgmma_family import FAMILIES  # noqa: E402
+from hgemm.evaluator.compile import DEFAULT_ARCHS, nvcc_flags  # noqa: E402
+from hgemm.evaluator.kernels.wgmma_family import FAMILIES  # noqa: E402
 
 FAMILY = FAMILIES["wgmma"]
 SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 4096), (512, 4096, 4096), (16384, 4096, 256)]
@@ -263,7 +263,7 @@ def run_evaluator(
     shapes, names=None, sweep=False, meta=None, out: Path | None = None, nowave=False
 ) -> list[dict]:
     """Evaluate on the GPU; with `out`, rewrite the JSON after every shape (a cut-off run keeps its rows)."""
-    from evaluator.local import LocalEvaluator
+    from hgemm.evaluator.local import LocalEvaluator
 
     rows = []
     with LocalEvaluator() as ev:

@@ -57,8 +57,9 @@ def previous_rows(path: Path) -> dict[tuple[int, int, int, str | None], dict[str
 
 def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
     """The report row of a fresh record of the input row's kernel, with the input's selected speedups."""
-    from agent.sweep import row_from_record
-    from evaluator.record import MODES
+    from hgemm.agent.sweep import row_from_record
+
+    from hgemm.core.record import MODES
 
     out = row_from_record(
         row["M"],
@@ -89,10 +90,11 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
     ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help=f"report directory (default {DEFAULT_OUT})")
     args = ap.parse_args(argv)
 
-    from agent.commands import open_evaluator
-    from agent.sweep import summarize, write_report
-    from archive import Archive
-    from evaluator.record import MODES
+    from hgemm.agent.commands import open_evaluator
+    from hgemm.agent.sweep import summarize, write_report
+    from hgemm.archive import Archive
+
+    from hgemm.core.record import MODES
 
     report = json.loads(args.report.read_text())
     rows = report["rows"]

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluator.compile import compile_sources  # noqa: E402
-from evaluator.kernels import get_family  # noqa: E402
-from evaluator.local import LocalEvaluator  # noqa: E402
+from hgemm.evaluator.compile import compile_sources  # noqa: E402
+from hgemm.evaluator.kernels import get_family  # noqa: E402
+from hgemm.evaluator.local import LocalEvaluator  # noqa: E402
 
 SHAPES = [(128, 128, 128), (512, 512, 512), (1024, 1024, 256), (256, 2048, 512)]
 

@@ -35,11 +35,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.model import predict_us, spearman  # noqa: E402
-from archive.transfer import read_export  # noqa: E402
-from evaluator.kernels import FAMILIES  # noqa: E402
-from evaluator.kernels.wgmma_family import TIME_FEATURES, factors_for, time_features  # noqa: E402
-from evaluator.record import GpuInfo, kernel_hash  # noqa: E402
+from hgemm.agent.model import predict_us, spearman  # noqa: E402
+from hgemm.archive.transfer import read_export  # noqa: E402
+from hgemm.evaluator.kernels import FAMILIES  # noqa: E402
+from hgemm.evaluator.kernels.wgmma_family import TIME_FEATURES, factors_for, time_features  # noqa: E402
+
+from hgemm.core.record import GpuInfo, kernel_hash  # noqa: E402
 
 DEFAULT_SWEEPS = [
     "bench/results/worst12-wgmma-H200-2026-11-22.json",

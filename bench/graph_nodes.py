@@ -106,13 +106,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"no kernel in the report for {missing}")
 
     import torch
+    from hgemm.evaluator import gpu_facts
+    from hgemm.evaluator.baselines import Baselines
+    from hgemm.evaluator.compile import compile_sources
+    from hgemm.evaluator.harness import Candidate, Problem
+    from hgemm.evaluator.kernels import get_family
     from server_probe import kernel_params
-
-    from evaluator import gpu_facts
-    from evaluator.baselines import Baselines
-    from evaluator.compile import compile_sources
-    from evaluator.harness import Candidate, Problem
-    from evaluator.kernels import get_family
 
     cu = ctypes.CDLL("libcuda.so.1")
     params = kernel_params(args.archive, {rows[s]["kernel"] for s in shapes})

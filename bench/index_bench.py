@@ -61,10 +61,10 @@ def main() -> None:
     os.environ.setdefault("HGEMM_HOME", tempfile.mkdtemp())
     if args.shape_only:
         os.environ["HGEMM_EMBEDDER"] = "none"
-    from archive import Archive
-    from archive.synthetic import attempts
-    from index import Retriever
-    from index.embed import load_model
+    from hgemm.archive import Archive
+    from hgemm.archive.synthetic import attempts
+    from hgemm.index import Retriever
+    from hgemm.index.embed import load_model
 
     if args.db is None:
         a = Archive(Path(tempfile.mkdtemp()) / "bench.db")

@@ -30,8 +30,7 @@ NAMES = ("lt_heuristic", "lt_autotuned")
 def child(shape: str) -> None:
     """Launch the heuristic and the autotuned algorithm once each inside the profiled range."""
     import torch
-
-    from evaluator.baselines import Baselines
+    from hgemm.evaluator.baselines import Baselines
 
     M, N, K = (int(x) for x in shape.split("x"))
     A = torch.randn(M, K, device="cuda", dtype=torch.float16)

@@ -17,9 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.loop import OBJECTIVES, objective_score  # noqa: E402
-from archive.transfer import read_export  # noqa: E402
-from evaluator.record import EvalRecord  # noqa: E402
+from hgemm.agent.loop import OBJECTIVES, objective_score  # noqa: E402
+from hgemm.archive.transfer import read_export  # noqa: E402
+
+from hgemm.core.record import EvalRecord  # noqa: E402
 
 DEFAULT = "bench/results/archive-grid100-r2-H200-2026-11-22.jsonl.xz"
 

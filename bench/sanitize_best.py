@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= index < count:
         ap.error(f"--shard {args.shard}: need 0 <= I < N")
 
-    from agent.sweep import read_grid
-    from archive import Archive
-    from evaluator.local import LocalEvaluator
+    from hgemm.agent.sweep import read_grid
+    from hgemm.archive import Archive
+    from hgemm.evaluator.local import LocalEvaluator
 
     rows = sorted(json.loads(args.report.read_text())["rows"], key=lambda r: r["flops"])
     skip = set(read_grid(args.skip_shapes)) if args.skip_shapes else set()

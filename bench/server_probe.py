@@ -42,8 +42,7 @@ SPIN_CYCLES = 100_000  # about 50-100 us: long enough for the host to enqueue th
 
 def preparations(l2_bytes: int) -> dict:
     import torch
-
-    from evaluator.timing import Flusher
+    from hgemm.evaluator.timing import Flusher
 
     dirty = Flusher(l2_bytes)
     total = torch.empty((), dtype=torch.int64, device="cuda")
@@ -55,7 +54,7 @@ def preparations(l2_bytes: int) -> dict:
 
 
 def kernel_params(archive: Path, hashes: set[str]) -> dict[str, tuple[str, dict]]:
-    from archive.transfer import read_export
+    from hgemm.archive.transfer import read_export
 
     found = {}
     for line in read_export(archive):
@@ -107,14 +106,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"kernels not in {args.archive}: {unknown}")
 
     import torch
+    from hgemm.evaluator import gpu_facts
+    from hgemm.evaluator.baselines import Baselines
+    from hgemm.evaluator.compile import compile_sources
+    from hgemm.evaluator.harness import Candidate, Problem
+    from hgemm.evaluator.kernels import get_family
+    from hgemm.evaluator.timing import time_offline, time_server
 
-    from evaluator import gpu_facts
-    from evaluator.baselines import Baselines
-    from evaluator.compile import compile_sources
-    from evaluator.harness import Candidate, Problem
-    from evaluator.kernels import get_family
-    from evaluator.record import BASELINES
-    from evaluator.timing import time_offline, time_server
+    from hgemm.core.record import BASELINES
 
     # Every kernel of every shape, compiled up front in parallel.
     plan: list[tuple[tuple, str, str]] = []  # (shape, label, source)

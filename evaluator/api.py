@@ -11,12 +11,12 @@ from __future__ import annotations
 from importlib import resources
 from typing import Protocol
 
-from evaluator.record import EvalRecord, GpuInfo
+from hgemm.core.record import EvalRecord, GpuInfo
 
 
 def contract_text() -> str:
     """The kernel contract, the single source every prompt includes."""
-    return resources.files("evaluator").joinpath("contract.md").read_text()
+    return resources.files("hgemm.evaluator").joinpath("contract.md").read_text()
 
 
 class Evaluator(Protocol):

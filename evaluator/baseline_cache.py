@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evaluator.paths import state_dir, write_text_atomic
+from hgemm.core.paths import state_dir, write_text_atomic
 
 
 def _path(gpu_key: str) -> Path:

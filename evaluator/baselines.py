@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from evaluator.paths import state_dir, write_text_atomic
+from hgemm.core.paths import state_dir, write_text_atomic
 
 LT_CANDIDATES = 100
 
@@ -67,7 +67,7 @@ def pick_fastest(contenders: dict[str, Callable[[], None]], stream, l2_bytes: in
     """(index, median us, mode) of the fastest contender (keys "0", "1", ...): timed alone after an L2 flush,
     or back to back in a graph when the host cannot keep ahead of the GPU for enough server samples (a busy
     machine). Autotuning only chooses an algorithm: it reports no time, so the fallback costs no honesty."""
-    from evaluator import timing
+    from hgemm.evaluator import timing
 
     try:
         stats, mode = timing.time_server(contenders, stream, l2_bytes, samples=10, mean_gap_us=20.0), "server"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from evaluator.errors import BadInput, validate_shape
+from hgemm.core.errors import BadInput
+from hgemm.core.shape import validate_shape
 
 MODE_HELP = "offline (CUDA graph, warm L2), server (L2 flushed, random gaps) or both"
 
@@ -45,14 +46,14 @@ def bench(
     """Time the four cuBLAS baselines and show the physical floor for one shape."""
     validate_shape(M, N, K)
     modes = _modes(mode)
-    from evaluator.local import LocalEvaluator
+    from hgemm.evaluator.local import LocalEvaluator
 
     with LocalEvaluator() as ev:
         table = ev.baseline_table(M, N, K, modes, fresh=fresh)
     if as_json:
         print(json.dumps(table, indent=1))
         return
-    from evaluator.report import print_bench
+    from hgemm.evaluator.report import print_bench
 
     print_bench(table)
 
@@ -71,14 +72,14 @@ def eval_kernel(
     validate_shape(M, N, K)
     source = read_kernel(kernel)
     modes = _modes(mode)
-    from evaluator.local import LocalEvaluator
+    from hgemm.evaluator.local import LocalEvaluator
 
     with LocalEvaluator() as ev:
         (record,) = ev.evaluate([source], M, N, K, stage="full", modes=modes, ncu=ncu, sanitize=sanitize)
     if as_json:
         print(json.dumps(record.to_dict(), indent=1))
     else:
-        from evaluator.report import print_record
+        from hgemm.evaluator.report import print_record
 
         print_record(record)
     raise typer.Exit(0 if record.ok else 1)

@@ -35,10 +35,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evaluator.errors import NoCompiler
-from evaluator.paths import state_dir
-from evaluator.record import Resources, kernel_hash, normalize_source
-from evaluator.static_check import bad_source_reasons, banned_reasons
+from hgemm.evaluator.static_check import bad_source_reasons, banned_reasons
+
+from hgemm.core.errors import NoCompiler
+from hgemm.core.paths import state_dir
+from hgemm.core.record import Resources, kernel_hash, normalize_source
 
 DEFAULT_ARCHS = ("sm_90a", "sm_80")
 BASE_FLAGS = (

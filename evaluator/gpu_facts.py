@@ -14,8 +14,8 @@ import subprocess
 
 import torch
 
-from evaluator.paths import state_dir, write_text_atomic
-from evaluator.record import GpuInfo
+from hgemm.core.paths import state_dir, write_text_atomic
+from hgemm.core.record import GpuInfo
 
 PEAK_HEADROOM = 1.15
 BW_HEADROOM = 1.15
@@ -53,7 +53,7 @@ def gpu_key(info: GpuInfo) -> str:
 
 
 def _matmul_tflops(stream: torch.cuda.Stream, n: int = 8192) -> float:
-    from evaluator.timing import time_offline
+    from hgemm.evaluator.timing import time_offline
 
     a = torch.randn(n, n, device="cuda", dtype=torch.float16)
     b = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -63,7 +63,7 @@ def _matmul_tflops(stream: torch.cuda.Stream, n: int = 8192) -> float:
 
 
 def _copy_gbs(stream: torch.cuda.Stream, nbytes: int = 1 << 31) -> float:
-    from evaluator.timing import time_offline
+    from hgemm.evaluator.timing import time_offline
 
     src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda")
     dst = torch.empty_like(src)
@@ -73,7 +73,7 @@ def _copy_gbs(stream: torch.cuda.Stream, nbytes: int = 1 << 31) -> float:
 
 def _read_gbs(stream: torch.cuda.Stream, nbytes: int = 1 << 31) -> float:
     """Read-only bandwidth (a sum over 2 GiB): GEMMs mostly read, and reads run faster than copies."""
-    from evaluator.timing import time_offline
+    from hgemm.evaluator.timing import time_offline
 
     src = torch.ones(nbytes // 4, dtype=torch.float32, device="cuda")
     out = torch.empty((), dtype=torch.float32, device="cuda")
@@ -83,8 +83,8 @@ def _read_gbs(stream: torch.cuda.Stream, nbytes: int = 1 << 31) -> float:
 
 def _launch_us(stream: torch.cuda.Stream, empty_lib: str) -> float:
     """One empty kernel launched through a candidate's path (ctypes → hgemm_run), in a graph."""
-    from evaluator.harness import Candidate
-    from evaluator.timing import time_offline
+    from hgemm.evaluator.harness import Candidate
+    from hgemm.evaluator.timing import time_offline
 
     empty = Candidate(empty_lib)
     call = lambda: empty.run(0, 0, 0, 0, 0, 0, 0, 0, 0, stream.cuda_stream)  # noqa: E731

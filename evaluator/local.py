@@ -13,9 +13,11 @@ from __future__ import annotations
 import shutil
 import time
 
-from evaluator.errors import NoGpu, validate_shape
-from evaluator.record import EvalRecord, GpuInfo, ModeResult, Resources, Stats, kernel_hash
-from evaluator.worker import Worker, WorkerFailed
+from hgemm.evaluator.worker import Worker, WorkerFailed
+
+from hgemm.core.errors import NoGpu
+from hgemm.core.record import EvalRecord, GpuInfo, ModeResult, Resources, Stats, kernel_hash
+from hgemm.core.shape import validate_shape
 
 PREPARE_TIMEOUT_S = 600.0  # first use measures GPU facts and autotunes cuBLASLt
 
@@ -50,7 +52,7 @@ class LocalEvaluator:
         return self._info
 
     def evaluate(self, sources, M, N, K, *, stage="full", modes=("offline", "server"), ncu=False, sanitize=False):
-        from evaluator.compile import compile_sources
+        from hgemm.evaluator.compile import compile_sources
 
         validate_shape(M, N, K)
         modes = tuple(modes)
@@ -67,7 +69,7 @@ class LocalEvaluator:
             started = time.perf_counter()
             self._evaluate_one(rec, comp.lib_path, M, N, K, stage, modes)
             if rec.ok and (ncu or sanitize):
-                from evaluator import profile
+                from hgemm.evaluator import profile
 
                 if ncu:
                     rec.ncu = profile.ncu_metrics(comp.lib_path, M, N, K)
@@ -94,7 +96,7 @@ class LocalEvaluator:
         self._shape = (M, N, K)
 
     def _evaluate_one(self, rec: EvalRecord, lib: str, M: int, N: int, K: int, stage: str, modes) -> None:
-        from evaluator.gpu_facts import floor_us
+        from hgemm.evaluator.gpu_facts import floor_us
 
         cid = rec.kernel_hash
         try:
@@ -127,8 +129,8 @@ class LocalEvaluator:
 
     def baseline_table(self, M: int, N: int, K: int, modes=("offline", "server"), fresh: bool = False) -> dict:
         """Baselines and floors alone, for `hgemm bench`; cached per (GPU, driver, shape, mode) unless `fresh`."""
-        from evaluator import baseline_cache
-        from evaluator.gpu_facts import floor_us, gpu_key
+        from hgemm.evaluator import baseline_cache
+        from hgemm.evaluator.gpu_facts import floor_us, gpu_key
 
         validate_shape(M, N, K)
         self._prepare(M, N, K)
@@ -151,9 +153,9 @@ class LocalEvaluator:
 def _compile_shim(name: str) -> str:
     from importlib import resources
 
-    from evaluator.compile import compile_source
+    from hgemm.evaluator.compile import compile_source
 
-    src = resources.files("evaluator").joinpath("shims", name).read_text()
+    src = resources.files("hgemm.evaluator").joinpath("shims", name).read_text()
     result = compile_source(src)
     if not result.ok:
         raise RuntimeError(f"evaluator shim {name} failed to compile:\n{result.log}")
@@ -182,6 +184,6 @@ def _require_gpu() -> None:
     if not torch.cuda.is_available():
         raise NoGpu("no CUDA GPU is visible to torch on this machine")
     if shutil.which("nvcc") is None:
-        from evaluator.errors import NoCompiler
+        from hgemm.core.errors import NoCompiler
 
         raise NoCompiler("nvcc is not on PATH (install the CUDA toolkit)")

@@ -28,7 +28,7 @@ NCU_METRICS = {
 
 
 def _target(lib: str, M: int, N: int, K: int) -> list[str]:
-    return [sys.executable, "-m", "evaluator.target", lib, str(M), str(N), str(K)]
+    return [sys.executable, "-m", "hgemm.evaluator.target", lib, str(M), str(N), str(K)]
 
 
 def ncu_metrics(lib: str, M: int, N: int, K: int, timeout_s: float = 300) -> dict:
@@ -70,7 +70,7 @@ def sanitize(lib: str, M: int, N: int, K: int, timeout_s: float = 600) -> str | 
     """None when memcheck and racecheck are clean, else the first errors they reported."""
     tool = shutil.which("compute-sanitizer")
     if tool is None:
-        from evaluator.errors import HgemmError
+        from hgemm.core.errors import HgemmError
 
         raise HgemmError("compute-sanitizer not found on PATH: --sanitize needs it (it ships with the CUDA toolkit)")
     for check in ("memcheck", "racecheck"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from evaluator.record import EvalRecord
+from hgemm.core.record import EvalRecord
 
 
 def _us(x: float | None) -> str:

@@ -15,8 +15,7 @@ import sys
 def main(argv: list[str]) -> int:
     import numpy as np
     import torch
-
-    from evaluator.harness import WORKSPACE_BYTES, Candidate
+    from hgemm.evaluator.harness import WORKSPACE_BYTES, Candidate
 
     lib, M, N, K = argv[0], *map(int, argv[1:4])
     rng = np.random.default_rng(0)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import torch
 
-from evaluator.record import Stats
+from hgemm.core.record import Stats
 
 Contender = Callable[[], None]
 RETRIES = 3  # attempts per server sample, at most, before giving up on it

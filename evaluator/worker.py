@@ -21,7 +21,7 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-from evaluator.paths import state_dir
+from hgemm.core.paths import state_dir
 
 
 class WorkerFailed(Exception):
@@ -33,7 +33,7 @@ class WorkerFailed(Exception):
 class Worker:
     """`session` names the class (module:Class) whose methods serve requests in the child."""
 
-    def __init__(self, session: str = "evaluator.worker:_Session") -> None:
+    def __init__(self, session: str = "hgemm.evaluator.worker:_Session") -> None:
         self.session = session
         self.proc: mp.Process | None = None
         self.conn = None
@@ -159,10 +159,9 @@ class _Session:
 
     def prepare(self, M: int, N: int, K: int, empty_lib: str, baselines: bool = True) -> dict:
         import torch
-
-        from evaluator import gpu_facts
-        from evaluator.baselines import Baselines
-        from evaluator.harness import Problem
+        from hgemm.evaluator import gpu_facts
+        from hgemm.evaluator.baselines import Baselines
+        from hgemm.evaluator.harness import Problem
 
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         self.info = self.info or gpu_facts.gpu_info()
@@ -180,8 +179,7 @@ class _Session:
 
     def check(self, cid: str, lib: str, stage: str) -> dict:
         import torch
-
-        from evaluator.harness import Candidate, CheckFailed, cublas_error
+        from hgemm.evaluator.harness import Candidate, CheckFailed, cublas_error
 
         p = self.problem
         try:
@@ -252,7 +250,7 @@ class _Session:
             raise Dead(f"kernel crashed: {str(e).splitlines()[0]}") from None
 
     def time(self, cid: str, modes: list[str], stage: str) -> dict:
-        from evaluator import timing
+        from hgemm.evaluator import timing
 
         p = self.problem
         cand = self.candidates[cid]
@@ -278,7 +276,7 @@ class _Session:
 
     def _time_modes(self, contenders: dict, modes: list[str], offline_samples: int) -> dict:
         """Per mode, per contender, the timing stats as dicts."""
-        from evaluator import timing
+        from hgemm.evaluator import timing
 
         out = {}
         for mode in modes:

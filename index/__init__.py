@@ -4,6 +4,6 @@
 the index under `$HGEMM_HOME/index` is a cache of the archive, rebuilt when missing or stale.
 """
 
-from index.retriever import Retriever
+from hgemm.index.retriever import Retriever
 
 __all__ = ["Retriever"]

@@ -13,8 +13,8 @@ index_app = typer.Typer(help="Retrieval over the archive (FAISS).", no_args_is_h
 
 
 def _open(ctx: typer.Context, sm_count: int):
-    from archive.store import Archive
-    from index.retriever import Retriever
+    from hgemm.archive.store import Archive
+    from hgemm.index.retriever import Retriever
 
     a = Archive((ctx.obj or {}).get("db"))
     return a, Retriever(a, gpu_sm_count=sm_count)

@@ -20,13 +20,13 @@ from typing import Any
 
 import faiss
 import numpy as np
+from hgemm.index.embed import load_model
+from hgemm.index.features import DEFAULT_SM_COUNT, shape_features, shapes_matrix
+from hgemm.index.store import IndexStore
 
-from evaluator.errors import validate_shape
-from evaluator.paths import state_dir
-from evaluator.record import MODES
-from index.embed import load_model
-from index.features import DEFAULT_SM_COUNT, shape_features, shapes_matrix
-from index.store import IndexStore
+from hgemm.core.paths import state_dir
+from hgemm.core.record import MODES
+from hgemm.core.shape import validate_shape
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9.+\-]*")
 

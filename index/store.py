@@ -26,10 +26,9 @@ from typing import Any
 
 import faiss
 import numpy as np
-
-from index.digest import attempt_text, kernel_digest
-from index.embed import MODEL_NAME, TEXT_DIM, Embedder, enabled
-from index.features import SHAPE_DIM, shape_features
+from hgemm.index.digest import attempt_text, kernel_digest
+from hgemm.index.embed import MODEL_NAME, TEXT_DIM, Embedder, enabled
+from hgemm.index.features import SHAPE_DIM, shape_features
 
 
 def on_gpu() -> bool:

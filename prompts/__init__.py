@@ -22,7 +22,7 @@ class PromptError(ValueError):
 
 @cache
 def _env() -> jinja2.Environment:
-    folder = str(resources.files("prompts"))
+    folder = str(resources.files("hgemm.prompts"))
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(folder),
         undefined=jinja2.StrictUndefined,
@@ -35,7 +35,7 @@ def _env() -> jinja2.Environment:
 
 def names() -> list[str]:
     """Every template in this folder, by file name."""
-    return sorted(p.name for p in resources.files("prompts").iterdir() if p.name.endswith(".j2"))
+    return sorted(p.name for p in resources.files("hgemm.prompts").iterdir() if p.name.endswith(".j2"))
 
 
 def variables(name: str) -> set[str]:

@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from evaluator.compile import DEFAULT_ARCHS, nvcc_flags
+from hgemm.evaluator.compile import DEFAULT_ARCHS, nvcc_flags
 
 
 def build_without_spills(source: str, workdir: Path) -> str:

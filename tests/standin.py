@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from evaluator.record import EvalRecord, GpuInfo, ModeResult, Resources, Stats, kernel_hash
+from hgemm.core.record import EvalRecord, GpuInfo, ModeResult, Resources, Stats, kernel_hash
 
 STANDIN_GPU = GpuInfo(
     name="NVIDIA H100 80GB HBM3 (stand-in)",
@@ -96,7 +96,7 @@ class StandinEvaluator:
     def _one(
         self, source: str, M: int, N: int, K: int, stage: str, modes: tuple[str, ...], ncu: bool
     ) -> EvalRecord:
-        from evaluator.static_check import check_source
+        from hgemm.evaluator.static_check import check_source
 
         h = kernel_hash(source)
         rec = EvalRecord(

@@ -7,12 +7,12 @@ import random
 import sqlite3
 
 import pytest
+from hgemm.archive import Archive, ArchiveCorrupt, ArchiveError, ArchiveTooNew
+from hgemm.archive.schema import MIGRATIONS
+from hgemm.archive.synthetic import kernel_source, make_record
 
-from archive import Archive, ArchiveCorrupt, ArchiveError, ArchiveTooNew
-from archive.schema import MIGRATIONS
-from archive.synthetic import kernel_source, make_record
-from evaluator.errors import HgemmError
-from evaluator.record import EvalRecord, ModeResult, Stats, kernel_hash
+from hgemm.core.errors import HgemmError
+from hgemm.core.record import EvalRecord, ModeResult, Stats, kernel_hash
 
 
 def timed(h, M, N, K, cand_us, best_base_us=10.0, stage="full", gpu="H100", created=None):
@@ -42,7 +42,7 @@ def src(i):
 
 def test_default_path_is_under_state_root(hgemm_home):
     with Archive() as a:
-        assert a.path == hgemm_home / "archive" / "archive.db"
+        assert a.path == hgemm_home / "archive" / "hgemm.archive.db"
         assert a.execute("PRAGMA journal_mode")[0][0] == "wal"
         assert [r[0] for r in a.execute("SELECT name FROM _migrations")] == [n for n, _ in MIGRATIONS]
         assert a.schema_version == len(MIGRATIONS)
@@ -163,18 +163,19 @@ def test_a_kernel_that_ever_failed_on_a_shape_is_not_ranked_there(arc):
 
 
 def test_disqualifying_failures_are_every_kind_but_those_that_are_not_defects():
-    from archive.rows import DISQUALIFYING
-    from evaluator.record import FAILURE_KINDS
+    from hgemm.archive.rows import DISQUALIFYING
+
+    from hgemm.core.record import FAILURE_KINDS
 
     assert set(DISQUALIFYING) == set(FAILURE_KINDS) - {"unsupported_shape", "timing_disturbed"}
 
 
 def test_migration_3_unranks_kernels_that_failed_before_it(tmp_path, monkeypatch):
-    from archive import schema
+    from hgemm.archive import schema
 
     path = tmp_path / "old.db"
     monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:2])
-    monkeypatch.setattr("archive.store._unrank_if_disqualified", lambda *a: None)  # the old store
+    monkeypatch.setattr("hgemm.archive.store._unrank_if_disqualified", lambda *a: None)  # the old store
     with Archive(path) as a:
         flaky, steady = a.add_kernel(src(1)), a.add_kernel(src(2))
         a.add_evaluation(flaky, timed(flaky, 512, 512, 512, 5.0))

@@ -6,12 +6,12 @@ import json
 
 import pytest
 import typer
+from hgemm.archive import Archive
+from hgemm.archive import cli as archive_cli
+from hgemm.archive.synthetic import kernel_source
 from typer.testing import CliRunner
 
-from archive import Archive
-from archive import cli as archive_cli
-from archive.synthetic import kernel_source
-from evaluator.record import EvalRecord, ModeResult, Stats
+from hgemm.core.record import EvalRecord, ModeResult, Stats
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_export_import_roundtrip(app, filled, tmp_path):
 
 
 def test_errors_are_hgemm_errors(app, filled, tmp_path):
-    from evaluator.errors import HgemmError
+    from hgemm.core.errors import HgemmError
 
     with pytest.raises(HgemmError, match="no kernel"):
         run(app, "show", "ffff")
@@ -115,7 +115,7 @@ def test_console_script_prints_one_line_and_exits_2(filled, tmp_path):
 
     bad = tmp_path / "bad.db"
     bad.write_text("hello")
-    code = "from agent.cli import main; main()"
+    code = "from hgemm.agent.cli import main; main()"
     r = subprocess.run(
         [sys.executable, "-c", code, "archive", "--db", str(bad), "stats"], capture_output=True, text=True
     )

@@ -11,9 +11,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from archive import Archive
-from archive.schema import MIGRATIONS
-from archive.synthetic import attempts
+from hgemm.archive import Archive
+from hgemm.archive.schema import MIGRATIONS
+from hgemm.archive.synthetic import attempts
 
 WORKERS = 4
 PER_WORKER = 60
@@ -74,8 +74,8 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from archive import Archive
-    from archive.synthetic import attempts
+    from hgemm.archive import Archive
+    from hgemm.archive.synthetic import attempts
 
     a = Archive(Path(sys.argv[1]))
     batch = []

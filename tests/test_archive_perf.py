@@ -7,11 +7,11 @@ import hashlib
 import random
 
 import pytest
+from hgemm.archive import Archive, rows, schema
+from hgemm.archive.queries import KERNEL_COLS, ORDER
+from hgemm.archive.synthetic import attempts, make_record
 
-from archive import Archive, rows, schema
-from archive.queries import KERNEL_COLS, ORDER
-from archive.synthetic import attempts, make_record
-from evaluator.record import EvalRecord
+from hgemm.core.record import EvalRecord
 
 
 def _fill(a, n, seed, gpus):

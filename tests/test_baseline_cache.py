@@ -4,9 +4,10 @@ The GPU worker is replaced by a recording stand-in (orchestration only); the rea
 
 from __future__ import annotations
 
-from evaluator import baseline_cache
-from evaluator.local import LocalEvaluator
-from evaluator.record import GpuInfo
+from hgemm.evaluator import baseline_cache
+from hgemm.evaluator.local import LocalEvaluator
+
+from hgemm.core.record import GpuInfo
 
 FACTS = {"peak_tflops": 760.0, "bandwidth_gbs": 4300.0, "launch_us": 0.7}
 TIMES = {"torch_nn": {"median_us": 2.5, "p10_us": 2.4, "p90_us": 2.6, "n": 15}}
@@ -62,8 +63,9 @@ def test_another_driver_does_not_share_the_cache():
 
 
 def test_autotuning_falls_back_to_back_to_back_timing_when_the_host_disturbs_server_samples(monkeypatch):
-    from evaluator import baselines, timing
-    from evaluator.record import Stats
+    from hgemm.evaluator import baselines, timing
+
+    from hgemm.core.record import Stats
 
     def disturbed(*args, **kwargs):
         raise timing.TimingDisturbed("1: only 4 of 10 samples were clean")

@@ -11,7 +11,7 @@ HONEST = "tests/honest"
 
 
 def hgemm(*args: str, env_home) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "hgemm.agent.cli", *args], capture_output=True, text=True, timeout=120,
                           env={**__import__("os").environ, "HGEMM_HOME": str(env_home)})
 
 

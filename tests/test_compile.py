@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 from adversarial.catalog import adversarial, honest
-
-from evaluator.compile import (
+from hgemm.evaluator.compile import (
     CompileResult,
     compile_source,
     compile_sources,
@@ -24,8 +23,9 @@ from evaluator.compile import (
     nvcc_flags,
     parse_ptxas,
 )
-from evaluator.errors import NoCompiler
-from evaluator.record import kernel_hash
+
+from hgemm.core.errors import NoCompiler
+from hgemm.core.record import kernel_hash
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 

@@ -9,9 +9,8 @@ import math
 
 import pytest
 from bench_script import load_bench
+from hgemm.agent.sweep import run_sweep, write_report
 from standin import StandinEvaluator
-
-from agent.sweep import run_sweep, write_report
 
 SHAPES = [(256, 256, 256), (512, 128, 1024)]
 
@@ -53,7 +52,7 @@ class Remeasure:
 @pytest.fixture
 def swept(tmp_path):
     """A sweep report of two shapes, written to tmp_path, and the archive holding its kernels."""
-    from archive import Archive
+    from hgemm.archive import Archive
 
     archive = Archive()
     rows = run_sweep(SHAPES, evaluator=StandinEvaluator(), archive=archive, budget_evals=8, progress=False)

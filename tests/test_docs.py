@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer.main
-
-from agent.cli import app
+from hgemm.agent.cli import app
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 

@@ -7,10 +7,10 @@ import re
 import shutil
 
 import pytest
+from hgemm.evaluator.kernels import FAMILIES, all_families, get_family
+from hgemm.evaluator.kernels.inline import inline_includes
 
-from evaluator.kernels import FAMILIES, all_families, get_family
-from evaluator.kernels.inline import inline_includes
-from evaluator.record import GpuInfo
+from hgemm.core.record import GpuInfo
 
 OURS = ("mma_ms", "mma_splitk", "small")
 SHAPES = [
@@ -162,7 +162,7 @@ BUILDS = [
 @needs_nvcc
 @pytest.mark.slow
 def test_defaults_build_for_hopper_and_ampere_without_spills():
-    from evaluator.compile import compile_sources
+    from hgemm.evaluator.compile import compile_sources
 
     sources = [get_family(name).render(get_family(name).default_params(*shape)) for name, shape in BUILDS]
     results = compile_sources(sources, archs=("sm_90a", "sm_80"), jobs=2)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from bench_script import load_bench
+from hgemm.evaluator.kernels import FAMILIES
 
-from evaluator.kernels import FAMILIES
-from evaluator.record import kernel_hash
+from hgemm.core.record import kernel_hash
 
 ARCHIVE = Path(__file__).resolve().parents[1] / "bench" / "results" / "archive-grid100-r8-H100-2026-11-22.jsonl.xz"
 R9 = ARCHIVE.with_name("archive-grid100-r9-H100-2026-11-22.jsonl.xz")

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from evaluator.gpu_facts import BW_HEADROOM, PEAK_HEADROOM, floor_us  # noqa: E402
+from hgemm.evaluator.gpu_facts import BW_HEADROOM, PEAK_HEADROOM, floor_us  # noqa: E402
 
 FACTS = {"peak_tflops": 760.0, "bandwidth_gbs": 4300.0, "launch_us": 0.7}
 L2 = 60 << 20

@@ -37,7 +37,7 @@ def _report(name: str, rows: list[dict]) -> None:
 
 
 def test_adversarial_kernels_fail_as_expected():
-    from evaluator.local import LocalEvaluator
+    from hgemm.evaluator.local import LocalEvaluator
 
     kernels = adversarial()
     assert len(kernels) >= 14
@@ -68,7 +68,7 @@ def test_adversarial_kernels_fail_as_expected():
 
 @pytest.mark.parametrize("shape", HONEST_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_honest_kernels_pass(shape):
-    from evaluator.local import LocalEvaluator
+    from hgemm.evaluator.local import LocalEvaluator
 
     kernels = honest()
     assert len(kernels) >= 3

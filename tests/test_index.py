@@ -7,14 +7,14 @@ import json
 import numpy as np
 import pytest
 import typer
+from hgemm.archive import Archive
+from hgemm.archive.synthetic import attempts, kernel_source
+from hgemm.index import Retriever
+from hgemm.index.digest import attempt_text, kernel_digest, source_techniques
+from hgemm.index.features import SHAPE_DIM, shape_features
 from typer.testing import CliRunner
 
-from archive import Archive
-from archive.synthetic import attempts, kernel_source
-from evaluator.record import EvalRecord, ModeResult, Stats
-from index import Retriever
-from index.digest import attempt_text, kernel_digest, source_techniques
-from index.features import SHAPE_DIM, shape_features
+from hgemm.core.record import EvalRecord, ModeResult, Stats
 
 
 @pytest.fixture(autouse=True)
@@ -127,7 +127,7 @@ def test_text_search_without_model_uses_word_overlap():
 
 
 def test_index_cli(hgemm_home):
-    from index import cli as index_cli
+    from hgemm.index import cli as index_cli
 
     with Archive() as a:
         _fill(a, 150)

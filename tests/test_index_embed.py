@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
-from archive import Archive
-from archive.synthetic import attempts
-from index import Retriever
-from index import embed as embed_mod
-from index.embed import TEXT_DIM
-from index.features import SHAPE_DIM
+from hgemm.archive import Archive
+from hgemm.archive.synthetic import attempts
+from hgemm.index import Retriever
+from hgemm.index import embed as embed_mod
+from hgemm.index.embed import TEXT_DIM
+from hgemm.index.features import SHAPE_DIM
 
 pytestmark = pytest.mark.slow
 
@@ -51,9 +50,8 @@ def test_text_index_finds_attempts_by_meaning(model, monkeypatch):
 def test_shape_and_text_query_is_exact(model, monkeypatch):
     """The factorised search equals a flat L2 search over the explicit 403-dim per-record vectors."""
     import numpy as np
-
-    from index.features import shape_features
-    from index.store import W_SHAPE, W_TEXT
+    from hgemm.index.features import shape_features
+    from hgemm.index.store import W_SHAPE, W_TEXT
 
     monkeypatch.delenv("HGEMM_EMBEDDER", raising=False)
     with Archive() as a:

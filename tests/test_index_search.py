@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from archive import Archive
-from archive.synthetic import attempts
-from index import Retriever
-from index.features import shape_features
-from index.store import W_SHAPE
+from hgemm.archive import Archive
+from hgemm.archive.synthetic import attempts
+from hgemm.index import Retriever
+from hgemm.index.features import shape_features
+from hgemm.index.store import W_SHAPE
 
 
 @pytest.fixture(autouse=True)
@@ -67,8 +66,7 @@ def test_new_records_are_found_after_sync():
 
 def test_faiss_build_decides_cpu_or_gpu_search():
     import faiss
-
-    from index.store import on_gpu
+    from hgemm.index.store import on_gpu
 
     gpu_build = hasattr(faiss, "StandardGpuResources")
     assert on_gpu() == (gpu_build and faiss.get_num_gpus() > 0)

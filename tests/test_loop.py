@@ -5,15 +5,15 @@ stop the run, LLM calls are archived, and nothing crashes on bad replies."""
 from __future__ import annotations
 
 import pytest
+from hgemm.agent.llm import LLMProposer, OpenAIBackend, Unreachable
+from hgemm.agent.llm_replay import ReplayServer, Step, reply
+from hgemm.agent.loop import Budget, optimize
+from hgemm.agent.proposer import Candidate
+from hgemm.archive import Archive
+from hgemm.evaluator.kernels import get_family
 from standin import StandinEvaluator
 
-from agent.llm import LLMProposer, OpenAIBackend, Unreachable
-from agent.llm_replay import ReplayServer, Step, reply
-from agent.loop import Budget, optimize
-from agent.proposer import Candidate
-from archive import Archive
-from evaluator.errors import BadInput
-from evaluator.kernels import get_family
+from hgemm.core.errors import BadInput
 
 SMALL = get_family("small")
 

@@ -7,14 +7,13 @@ import json
 import subprocess
 import sys
 
+from hgemm.agent import commands
+from hgemm.agent.cli import app
+from hgemm.agent.llm_replay import ReplayServer, Step, reply
+from hgemm.archive import Archive
+from hgemm.evaluator.kernels import get_family
 from standin import StandinEvaluator
 from typer.testing import CliRunner
-
-import agent.commands
-from agent.cli import app
-from agent.llm_replay import ReplayServer, Step, reply
-from archive import Archive
-from evaluator.kernels import get_family
 
 SMALL = get_family("small")
 
@@ -25,7 +24,7 @@ def edit(speed: float, warps_k: int) -> str:
 
 
 def test_optimize_with_llm_then_prompt_for_a_neighbour_shows_exemplars(monkeypatch, tmp_path):
-    monkeypatch.setattr(agent.commands, "open_evaluator", StandinEvaluator)
+    monkeypatch.setattr(commands, "open_evaluator", StandinEvaluator)
     monkeypatch.chdir(tmp_path)
     out, summary = tmp_path / "best.cu", tmp_path / "run.json"
     steps = [reply(edit(0.9, 1)), reply(edit(0.8, 2)), reply("no code"), reply(edit(0.85, 4))]
@@ -74,7 +73,7 @@ def test_optimize_with_llm_then_prompt_for_a_neighbour_shows_exemplars(monkeypat
 
 
 def test_config_file_and_template_proposer(monkeypatch, tmp_path):
-    monkeypatch.setattr(agent.commands, "open_evaluator", StandinEvaluator)
+    monkeypatch.setattr(commands, "open_evaluator", StandinEvaluator)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "hgemm.toml").write_text("[budget]\nevals = 6\n[search]\nbatch = 3\nfinalists = 1\n")
     result = CliRunner().invoke(app, ["optimize", "256", "256", "256", "--quiet", "--json", "s.json"])
@@ -103,7 +102,7 @@ def test_user_errors_are_one_line_and_exit_2(monkeypatch, tmp_path):
         (["optimize", "8", "8", "8", "--proposer", "llm"], "no API key"),
     ):
         done = subprocess.run(
-            [sys.executable, "-c", "from agent.cli import main; main()", *args],
+            [sys.executable, "-c", "from hgemm.agent.cli import main; main()", *args],
             capture_output=True,
             text=True,
             env=env,
@@ -119,9 +118,9 @@ def test_example_config_loads_and_unknown_keys_are_refused(tmp_path):
     from pathlib import Path
 
     import pytest
+    from hgemm.agent.config import load_config
 
-    from agent.config import load_config
-    from evaluator.errors import BadInput
+    from hgemm.core.errors import BadInput
 
     example = Path(__file__).resolve().parents[1] / "hgemm.toml.example"
     config = load_config(example)
@@ -139,8 +138,8 @@ def test_example_config_loads_and_unknown_keys_are_refused(tmp_path):
 
 
 def test_search_refresh_settings_reach_the_template_proposer(tmp_path):
-    from agent.commands import make_proposers
-    from agent.config import load_config
+    from hgemm.agent.commands import make_proposers
+    from hgemm.agent.config import load_config
 
     path = tmp_path / "hgemm.toml"
     path.write_text("[search]\nrefresh = 5\nrefresh_within = 1\n")  # an integer factor is read as a float
@@ -150,9 +149,9 @@ def test_search_refresh_settings_reach_the_template_proposer(tmp_path):
 
 def test_quick_server_is_a_boolean_setting(tmp_path):
     import pytest
+    from hgemm.agent.config import load_config
 
-    from agent.config import load_config
-    from evaluator.errors import BadInput
+    from hgemm.core.errors import BadInput
 
     path = tmp_path / "hgemm.toml"
     path.write_text("[search]\nquick_server = true\n")

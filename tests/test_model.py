@@ -8,10 +8,10 @@ import itertools
 import math
 
 import pytest
+from hgemm.agent.model import ctas_per_sm, gpu_peaks, predict, predict_us, tile_of
+from hgemm.evaluator.kernels import FAMILIES
 
-from agent.model import ctas_per_sm, gpu_peaks, predict, predict_us, tile_of
-from evaluator.kernels import FAMILIES
-from evaluator.record import GpuInfo
+from hgemm.core.record import GpuInfo
 
 H100 = GpuInfo("NVIDIA H100 80GB HBM3", "9.0", "570", 132, 50 * 2**20, 227 * 1024)
 H200 = GpuInfo("NVIDIA H200", "9.0", "570", 132, 60 * 2**20, 227 * 1024)
@@ -151,7 +151,7 @@ def test_parameter_names_are_case_insensitive():
 
 
 def test_a_family_time_factor_corrects_the_model():
-    from evaluator.kernels.wgmma_family import TIME_FACTORS
+    from hgemm.evaluator.kernels.wgmma_family import TIME_FACTORS
 
     fam = FAMILIES["wgmma"]
     staged = {"bm": 128, "bn": 256, "stages": 3, "consumers": 2, "group_m": 8, "persistent": 1, "epilogue": 1,
@@ -168,7 +168,7 @@ def test_a_family_time_factor_corrects_the_model():
 
 
 def test_a_gpu_with_its_own_fit_uses_its_own_factors():
-    from evaluator.kernels.wgmma_family import TIME_FACTORS, TIME_FACTORS_BY_GPU, factors_for
+    from hgemm.evaluator.kernels.wgmma_family import TIME_FACTORS, TIME_FACTORS_BY_GPU, factors_for
 
     fam = FAMILIES["wgmma"]
     stream_k = {"bm": 128, "bn": 256, "stages": 3, "consumers": 2, "group_m": 8, "persistent": 1, "epilogue": 1,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import random
 
 import pytest
+from hgemm.agent.llm_prompt import build_prompt, choose, gather, gpu_facts, rank_weighted_sample
+from hgemm.agent.proposer import Candidate, ProposalContext
+from hgemm.evaluator.api import contract_text
+from hgemm.evaluator.kernels import get_family
 from standin import STANDIN_GPU, StandinEvaluator
 
-import prompts
-from agent.llm_prompt import build_prompt, choose, gather, gpu_facts, rank_weighted_sample
-from agent.proposer import Candidate, ProposalContext
-from evaluator.api import contract_text
-from evaluator.kernels import get_family
+from hgemm import prompts
 
 REQUIRED = {
     "system.j2": {"contract"},

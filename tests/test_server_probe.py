@@ -23,7 +23,7 @@ def test_kernel_params_come_from_the_export():
     assert set(found) == wanted
     family, params = found[rows[(512, 8192, 512)]["kernel"]]
     assert family == rows[(512, 8192, 512)]["family"] == "wgmma"
-    from evaluator.kernels import get_family
+    from hgemm.evaluator.kernels import get_family
 
     fam = get_family(family)
     assert fam.check(params, 512, 8192, 512) is None
@@ -51,7 +51,7 @@ def test_bad_input_is_refused_with_a_reason(args, message, capsys):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 def test_the_floor_kernels_build_under_the_contract_for_both_targets():
-    from evaluator.compile import compile_sources
+    from hgemm.evaluator.compile import compile_sources
 
     source = (Path(__file__).resolve().parents[1] / "bench" / "floor_kernels.cu").read_text()
     built = compile_sources([f"#define HG_FLOOR {i}\n{source}" for i in (0, 1)], archs=("sm_90a", "sm_80"))

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 from adversarial.catalog import adversarial, honest
-
-from evaluator.static_check import MAX_SOURCE_BYTES, bad_source_reasons, banned_reasons, check_source
+from hgemm.evaluator.static_check import MAX_SOURCE_BYTES, bad_source_reasons, banned_reasons, check_source
 
 HEAD = "#include <cuda_fp16.h>\n#include <cuda_runtime.h>\n"
 RUN_OPEN = (

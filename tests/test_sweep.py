@@ -8,12 +8,12 @@ import math
 
 import pytest
 import typer
+from hgemm.agent import sweep
+from hgemm.agent.sweep import read_grid, row_from_record, run_sweep, summarize, write_report
 from standin import StandinEvaluator
 from typer.testing import CliRunner
 
-from agent import sweep
-from agent.sweep import read_grid, row_from_record, run_sweep, summarize, write_report
-from evaluator.record import BASELINES, EvalRecord, ModeResult, Stats, kernel_hash
+from hgemm.core.record import BASELINES, EvalRecord, ModeResult, Stats, kernel_hash
 
 
 def stats(us: float) -> Stats:
@@ -92,7 +92,7 @@ def test_read_grid(tmp_path):
     f.write_text("# header\n64 64 64\n\n128 256 512  # note\n")
     assert read_grid(f) == [(64, 64, 64), (128, 256, 512)]
     f.write_text("64 64\n")
-    from evaluator.errors import BadInput
+    from hgemm.core.errors import BadInput
 
     with pytest.raises(BadInput):
         read_grid(f)
@@ -113,7 +113,7 @@ def test_committed_grid100_is_what_the_script_writes():
 
 
 def test_sweep_runs_and_resumes():
-    from archive import Archive
+    from hgemm.archive import Archive
 
     shapes = [(256, 256, 256), (512, 128, 2048)]
     archive = Archive()
@@ -147,9 +147,9 @@ def test_sweep_runs_and_resumes():
 
 
 def test_a_search_again_keeps_the_archived_kernel_when_it_finds_nothing_better():
-    from agent.proposer import Candidate
-    from archive import Archive
-    from evaluator.kernels import get_family
+    from hgemm.agent.proposer import Candidate
+    from hgemm.archive import Archive
+    from hgemm.evaluator.kernels import get_family
 
     body = get_family("small").render(dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1))
     fast = "// STANDIN_SPEED 0.2\n" + body  # far faster than anything the template search proposes
@@ -167,9 +167,9 @@ def test_a_search_again_keeps_the_archived_kernel_when_it_finds_nothing_better()
 
 
 def test_sweep_command(tmp_path, monkeypatch):
-    import agent.commands
+    from hgemm.agent import commands
 
-    monkeypatch.setattr(agent.commands, "open_evaluator", lambda: StandinEvaluator())
+    monkeypatch.setattr(commands, "open_evaluator", lambda: StandinEvaluator())
     monkeypatch.setenv("HGEMM_EMBEDDER", "none")  # the real index, by shape features only
     grid = tmp_path / "mini.txt"
     grid.write_text("# two shapes\n128 128 128\n256 512 256\n")
@@ -188,7 +188,7 @@ def test_sweep_command(tmp_path, monkeypatch):
     assert (out / "mini.md").exists() and (out / "mini.png").exists()
     assert "geomean speedup" in result.output
     # the exported archive carries the sweep's winners to another machine
-    from archive import Archive
+    from hgemm.archive import Archive
 
     with Archive(tmp_path / "elsewhere.db") as other:
         other.import_file(exported)
@@ -197,13 +197,13 @@ def test_sweep_command(tmp_path, monkeypatch):
 
 
 def test_model_rank_correlation_is_spearman():
-    from agent.proposer import Candidate
-    from agent.sweep import model_rank_correlation
-    from evaluator.kernels import FAMILIES
+    from hgemm.agent.proposer import Candidate
+    from hgemm.agent.sweep import model_rank_correlation
+    from hgemm.evaluator.kernels import FAMILIES
 
     gpu = StandinEvaluator().gpu_info()
     shape = (1024, 1024, 1024)
-    from agent.model import predict_us
+    from hgemm.agent.model import predict_us
 
     fam = FAMILIES["mma_ms"]
     configs = [
@@ -224,8 +224,8 @@ def test_model_rank_correlation_is_spearman():
 
 
 def test_sweep_sanitizes_only_the_reported_kernel():
-    from agent.sweep import run_sweep
-    from archive import Archive
+    from hgemm.agent.sweep import run_sweep
+    from hgemm.archive import Archive
 
     ev = StandinEvaluator()
     with Archive() as archive:
@@ -250,9 +250,9 @@ class DiesOnShape(StandinEvaluator):
 
 
 def test_a_sweep_cut_off_keeps_the_report_of_the_shapes_it_finished(tmp_path, monkeypatch):
-    import agent.commands
+    from hgemm.agent import commands
 
-    monkeypatch.setattr(agent.commands, "open_evaluator", lambda: DiesOnShape((256, 512, 256)))
+    monkeypatch.setattr(commands, "open_evaluator", lambda: DiesOnShape((256, 512, 256)))
     monkeypatch.setenv("HGEMM_EMBEDDER", "none")
     grid = tmp_path / "mini.txt"
     grid.write_text("128 128 128\n256 512 256\n")
@@ -269,7 +269,7 @@ def test_a_sweep_cut_off_keeps_the_report_of_the_shapes_it_finished(tmp_path, mo
 
 
 def test_sweep_without_a_terminal_prints_a_line_per_shape(capsys):
-    from archive import Archive
+    from hgemm.archive import Archive
 
     with Archive() as archive:
         run_sweep([(128, 128, 128), (256, 256, 256)], evaluator=StandinEvaluator(), archive=archive, budget_evals=8)
@@ -279,9 +279,9 @@ def test_sweep_without_a_terminal_prints_a_line_per_shape(capsys):
 
 
 def test_a_resumed_shape_is_chosen_by_the_objective():
-    from agent.proposer import Candidate
-    from archive import Archive
-    from evaluator.kernels import get_family
+    from hgemm.agent.proposer import Candidate
+    from hgemm.archive import Archive
+    from hgemm.evaluator.kernels import get_family
 
     body = get_family("small").render(dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1))
     cold_sensitive = "// STANDIN_SPEED 0.80\n// STANDIN_SERVER_SPEED 1.5\n" + body
@@ -298,9 +298,9 @@ def test_a_resumed_shape_is_chosen_by_the_objective():
 
 
 def test_a_record_with_disturbed_baselines_does_not_win_the_resumed_row():
-    from agent.proposer import Candidate
-    from archive import Archive
-    from evaluator.kernels import get_family
+    from hgemm.agent.proposer import Candidate
+    from hgemm.archive import Archive
+    from hgemm.evaluator.kernels import get_family
 
     body = get_family("small").render(dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1))
     fast, slow = "// STANDIN_SPEED 0.7\n" + body, "// STANDIN_SPEED 1.0\n" + body  # time factors
@@ -337,7 +337,7 @@ class FailsOn(StandinEvaluator):
 
 
 def test_a_shape_whose_search_raises_ends_only_its_own_search(tmp_path):
-    from archive import Archive
+    from hgemm.archive import Archive
 
     with Archive() as archive:
         first = run_sweep([(256, 256, 256)], evaluator=StandinEvaluator(), archive=archive, budget_evals=6,

@@ -10,14 +10,14 @@ import math
 import random
 
 import pytest
+from hgemm.agent.model import predict_us
+from hgemm.agent.proposer import ProposalContext
+from hgemm.agent.template import TemplateProposer, config_key
+from hgemm.evaluator.kernels import FAMILIES
+from hgemm.evaluator.kernels.family import Family
 from standin import StandinEvaluator
 
-from agent.model import predict_us
-from agent.proposer import ProposalContext
-from agent.template import TemplateProposer, config_key
-from evaluator.kernels import FAMILIES
-from evaluator.kernels.family import Family
-from evaluator.record import kernel_hash
+from hgemm.core.record import kernel_hash
 
 GPU = StandinEvaluator().gpu_info()
 
@@ -240,7 +240,7 @@ def test_stagnation_sets_exhausted():
 
 
 def test_archive_attempts_are_skipped_and_seed_the_search():
-    from archive import Archive
+    from hgemm.archive import Archive
 
     shape = (1024, 512, 2048)
     archive = Archive()
@@ -279,7 +279,7 @@ def revised_families(revision, shape):
 
 
 def test_configurations_measured_with_an_older_template_are_measured_again():
-    from archive import Archive
+    from hgemm.archive import Archive
 
     shape = (2048, 1024, 1024)
 
@@ -314,8 +314,8 @@ def test_configurations_measured_with_an_older_template_are_measured_again():
 
 
 def test_through_the_search_loop():
-    from agent.loop import Budget, optimize
-    from archive import Archive
+    from hgemm.agent.loop import Budget, optimize
+    from hgemm.archive import Archive
 
     shape = (2048, 1024, 1024)
     archive = Archive()
@@ -349,9 +349,9 @@ def test_first_choice_follows_the_model(shape):
 
 
 def test_nearest_archived_shapes_seed_the_first_batch(monkeypatch):
-    from agent.loop import Budget, optimize
-    from archive import Archive
-    from index import Retriever
+    from hgemm.agent.loop import Budget, optimize
+    from hgemm.archive import Archive
+    from hgemm.index import Retriever
 
     monkeypatch.setenv("HGEMM_EMBEDDER", "none")  # the real index, by shape features only
     archive = Archive()
@@ -379,9 +379,9 @@ def test_nearest_archived_shapes_seed_the_first_batch(monkeypatch):
 def test_a_gpu_without_history_is_seeded_from_another_gpus_winners(monkeypatch):
     import dataclasses
 
-    from agent.loop import Budget, optimize
-    from archive import Archive
-    from index import Retriever
+    from hgemm.agent.loop import Budget, optimize
+    from hgemm.archive import Archive
+    from hgemm.index import Retriever
 
     monkeypatch.setenv("HGEMM_EMBEDDER", "none")
     archive = Archive()
@@ -419,9 +419,9 @@ def test_a_gpu_without_history_is_seeded_from_another_gpus_winners(monkeypatch):
 
 
 def test_the_nearest_shapes_winner_leads_the_first_batch(monkeypatch):
-    from agent.loop import Budget, optimize
-    from archive import Archive
-    from index import Retriever
+    from hgemm.agent.loop import Budget, optimize
+    from hgemm.archive import Archive
+    from hgemm.index import Retriever
 
     monkeypatch.setenv("HGEMM_EMBEDDER", "none")
     archive = Archive()
@@ -443,9 +443,9 @@ def test_the_nearest_shapes_winner_leads_the_first_batch(monkeypatch):
 def test_a_resumed_search_still_tries_another_gpus_winner_first(monkeypatch):
     import dataclasses
 
-    from agent.loop import Budget, optimize
-    from archive import Archive
-    from index import Retriever
+    from hgemm.agent.loop import Budget, optimize
+    from hgemm.archive import Archive
+    from hgemm.index import Retriever
 
     monkeypatch.setenv("HGEMM_EMBEDDER", "none")
     archive = Archive()
@@ -467,7 +467,7 @@ def test_a_resumed_search_still_tries_another_gpus_winner_first(monkeypatch):
 
 
 def test_on_large_shapes_the_first_batch_skips_families_the_model_gives_no_chance():
-    from agent.template import FAMILY_REACH
+    from hgemm.agent.template import FAMILY_REACH
 
     shape = (8192, 8192, 8192)
     p = TemplateProposer(seed=1)
@@ -483,7 +483,7 @@ def test_on_large_shapes_the_first_batch_skips_families_the_model_gives_no_chanc
 
 
 def test_refresh_within_widens_which_outdated_configurations_are_measured_again():
-    from archive import Archive
+    from hgemm.archive import Archive
 
     shape = (2048, 1024, 1024)
 

@@ -28,7 +28,7 @@ def _matmul():
 def _stalling_capture(monkeypatch, stalls):
     """Make the host stall before the n-th replay (n = 1, 2, ... over every graph timing captures)
     where stalls(n) is true."""
-    from evaluator import timing
+    from hgemm.evaluator import timing
 
     real = timing.capture
     calls = itertools.count(1)
@@ -47,8 +47,7 @@ def _stalling_capture(monkeypatch, stalls):
 
 def test_server_samples_with_a_host_stall_in_the_window_are_dropped(monkeypatch):
     import torch
-
-    from evaluator import gpu_facts, timing
+    from hgemm.evaluator import gpu_facts, timing
 
     stream = torch.cuda.Stream()
     l2 = gpu_facts.gpu_info().l2_bytes
@@ -68,8 +67,7 @@ def test_server_samples_with_a_host_stall_in_the_window_are_dropped(monkeypatch)
 
 def test_a_host_that_always_stalls_gets_no_time(monkeypatch):
     import torch
-
-    from evaluator import gpu_facts, timing
+    from hgemm.evaluator import gpu_facts, timing
 
     stream = torch.cuda.Stream()
     _stalling_capture(monkeypatch, lambda n: True)
@@ -81,8 +79,7 @@ def test_a_host_slower_than_the_head_start_gets_a_longer_one(monkeypatch):
     """A host that needs 0.3 ms to enqueue every sample (longer than the first head start, shorter than the
     longest): once a sample is dropped the spin before each flush grows, and the rest are clean."""
     import torch
-
-    from evaluator import gpu_facts, timing
+    from hgemm.evaluator import gpu_facts, timing
 
     stream = torch.cuda.Stream()
     real = timing.capture

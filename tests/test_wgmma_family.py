@@ -13,9 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from nvcc_build import build_without_spills
-
-from evaluator.kernels.wgmma_family import (
+from hgemm.evaluator.kernels.wgmma_family import (
     FAMILIES,
     HOPPER_SMEM_OPTIN,
     SPACE,
@@ -23,8 +21,10 @@ from evaluator.kernels.wgmma_family import (
     inline_includes,
     shared_bytes,
 )
-from evaluator.record import GpuInfo
-from evaluator.static_check import check_source
+from hgemm.evaluator.static_check import check_source
+from nvcc_build import build_without_spills
+
+from hgemm.core.record import GpuInfo
 
 FAMILY = FAMILIES["wgmma"]
 H100 = GpuInfo(name="NVIDIA H100 80GB HBM3", cc="9.0", driver="x", sm_count=132, l2_bytes=50 << 20,

@@ -9,12 +9,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from hgemm.evaluator.kernels.family import kernel_file
+from hgemm.evaluator.kernels.wgmma_family import FAMILIES, HOPPER_SMEM_OPTIN, shared_bytes
+from hgemm.evaluator.static_check import check_source
 from nvcc_build import build_without_spills
 
-from evaluator.kernels.family import kernel_file
-from evaluator.kernels.wgmma_family import FAMILIES, HOPPER_SMEM_OPTIN, shared_bytes
-from evaluator.record import GpuInfo
-from evaluator.static_check import check_source
+from hgemm.core.record import GpuInfo
 
 FAMILY = FAMILIES["wgmma"]
 H200 = GpuInfo(name="NVIDIA H200", cc="9.0", driver="x", sm_count=132, l2_bytes=60 << 20,

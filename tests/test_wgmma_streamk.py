@@ -7,12 +7,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from hgemm.agent.model import predict
+from hgemm.evaluator.kernels.wgmma_family import FAMILIES, HOPPER_SMEM_OPTIN
+from hgemm.evaluator.static_check import check_source
 from nvcc_build import build_without_spills
 
-from agent.model import predict
-from evaluator.kernels.wgmma_family import FAMILIES, HOPPER_SMEM_OPTIN
-from evaluator.record import GpuInfo
-from evaluator.static_check import check_source
+from hgemm.core.record import GpuInfo
 
 FAMILY = FAMILIES["wgmma"]
 H200 = GpuInfo(name="NVIDIA H200", cc="9.0", driver="x", sm_count=132, l2_bytes=60 << 20,

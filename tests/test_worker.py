@@ -4,8 +4,7 @@ the caller survives, and the next request gets a fresh worker."""
 from __future__ import annotations
 
 import pytest
-
-from evaluator.worker import Worker, WorkerFailed
+from hgemm.evaluator.worker import Worker, WorkerFailed
 
 
 @pytest.fixture

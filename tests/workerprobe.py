@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from evaluator.worker import Dead
+from hgemm.evaluator.worker import Dead
 
 
 class ProbeSession:

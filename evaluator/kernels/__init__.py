@@ -3,16 +3,16 @@ when that module is present."""
 
 from __future__ import annotations
 
-from evaluator.kernels.family import Family
-from evaluator.kernels.mma_family import MmaFamily, MmaSplitKFamily
-from evaluator.kernels.small_family import SmallFamily
+from hgemm.evaluator.kernels.family import Family
+from hgemm.evaluator.kernels.mma_family import MmaFamily, MmaSplitKFamily
+from hgemm.evaluator.kernels.small_family import SmallFamily
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (MmaFamily(), MmaSplitKFamily(), SmallFamily())}
 
 try:
-    from evaluator.kernels.wgmma_family import FAMILIES as WGMMA_FAMILIES
+    from hgemm.evaluator.kernels.wgmma_family import FAMILIES as WGMMA_FAMILIES
 except ModuleNotFoundError as exc:
-    if exc.name != "evaluator.kernels.wgmma_family":
+    if exc.name != "hgemm.evaluator.kernels.wgmma_family":
         raise
 else:
     FAMILIES.update(WGMMA_FAMILIES)

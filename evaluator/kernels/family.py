@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from evaluator.record import GpuInfo
+from hgemm.core.record import GpuInfo
 
 Params = dict[str, Any]
 
 
 def kernel_file(name: str) -> str:
     """Text of a `.cu`/`.cuh` file shipped in evaluator/kernels."""
-    return resources.files("evaluator.kernels").joinpath(name).read_text()
+    return resources.files("hgemm.evaluator.kernels").joinpath(name).read_text()
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from evaluator.kernels.family import Family, Params, kernel_file
+from hgemm.evaluator.kernels.family import Family, Params, kernel_file
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([A-Za-z0-9_.-]+\.cuh)"[ \t]*$', re.MULTILINE)
 _PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[ \t]*\n?", re.MULTILINE)

@@ -6,7 +6,7 @@ the target; pass a `GpuInfo` to check against the real device (an A100 allows 16
 
 from __future__ import annotations
 
-from evaluator.record import GpuInfo
+from hgemm.core.record import GpuInfo
 
 HOPPER_SMEM = 227 * 1024
 AMPERE_SMEM = 163 * 1024

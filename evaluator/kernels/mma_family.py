@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from evaluator.kernels.family import Params
-from evaluator.kernels.inline import InliningFamily
-from evaluator.kernels.limits import MAX_THREADS, WORKSPACE_BYTES, cdiv, sm_count, smem_limit
-from evaluator.record import GpuInfo
+from hgemm.evaluator.kernels.family import Params
+from hgemm.evaluator.kernels.inline import InliningFamily
+from hgemm.evaluator.kernels.limits import MAX_THREADS, WORKSPACE_BYTES, cdiv, sm_count, smem_limit
+
+from hgemm.core.record import GpuInfo
 
 MMA_SPACE: dict[str, tuple] = {
     "BM": (32, 64, 128, 256),

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from evaluator.kernels.family import Params
-from evaluator.kernels.inline import InliningFamily
-from evaluator.kernels.limits import MAX_THREADS, cdiv, sm_count, smem_limit
-from evaluator.record import GpuInfo
+from hgemm.evaluator.kernels.family import Params
+from hgemm.evaluator.kernels.inline import InliningFamily
+from hgemm.evaluator.kernels.limits import MAX_THREADS, cdiv, sm_count, smem_limit
+
+from hgemm.core.record import GpuInfo
 
 SMALL_SPACE: dict[str, tuple] = {
     "BM": (16, 32, 64, 128),

@@ -36,8 +36,9 @@ from __future__ import annotations
 import math
 import re
 
-from evaluator.kernels.family import Family, Params, kernel_file
-from evaluator.record import GpuInfo
+from hgemm.evaluator.kernels.family import Family, Params, kernel_file
+
+from hgemm.core.record import GpuInfo
 
 BK = 64
 HOPPER_SMEM_OPTIN = 232448  # 227 KiB: H100/H200 opt-in shared memory per block

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluator.record import FAILURE_KINDS
+from hgemm.core.record import FAILURE_KINDS
 
 TESTS = Path(__file__).resolve().parent.parent
 
