@@ -34,7 +34,7 @@ def open_evaluator() -> Any:
 def make_backend(config: Config) -> Any:
     llm = config.llm
     if llm.local_model:
-        from hgemm.agent.llm_local import LocalBackend
+        from hgemm.agent.llm.local import LocalBackend
 
         return LocalBackend(
             llm.local_model,
@@ -317,7 +317,7 @@ def prompt_command(
     """Print the prompt the LLM proposer would send now for M×N×K (no GPU needed)."""
     validate_shape(M, N, K)
     config = load_config(config_file)
-    from hgemm.agent.llm_prompt import build_prompt
+    from hgemm.agent.llm.prompt import build_prompt
     from hgemm.agent.proposer import ProposalContext
     from hgemm.archive import Archive
     from hgemm.index import Retriever

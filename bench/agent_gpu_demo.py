@@ -24,10 +24,11 @@ sys.path.insert(0, str(ROOT))
 
 from hgemm.agent.commands import summary  # noqa: E402
 from hgemm.agent.llm import LLMProposer, OpenAIBackend  # noqa: E402
-from hgemm.agent.llm_prompt import build_prompt  # noqa: E402
-from hgemm.agent.llm_replay import ReplayServer, Step, reply  # noqa: E402
+from hgemm.agent.llm.prompt import build_prompt  # noqa: E402
 from hgemm.agent.loop import Budget, optimize  # noqa: E402
 from hgemm.agent.proposer import ProposalContext  # noqa: E402
+
+from hgemm.testing.replay_server import ReplayServer, Step, reply  # noqa: E402
 
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096)]
 NEIGHBOUR = (3072, 3072, 3072)

@@ -18,7 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hgemm.archive import Archive  # noqa: E402
-from hgemm.archive.synthetic import SHAPES, attempts  # noqa: E402
+
+from hgemm.testing.synthetic import SHAPES, attempts  # noqa: E402
 
 
 def timeit(fn, reps: int = 50) -> dict:

@@ -62,9 +62,10 @@ def main() -> None:
     if args.shape_only:
         os.environ["HGEMM_EMBEDDER"] = "none"
     from hgemm.archive import Archive
-    from hgemm.archive.synthetic import attempts
     from hgemm.index import Retriever
     from hgemm.index.embed import load_model
+
+    from hgemm.testing.synthetic import attempts
 
     if args.db is None:
         a = Archive(Path(tempfile.mkdtemp()) / "bench.db")

@@ -9,10 +9,10 @@ import sqlite3
 import pytest
 from hgemm.archive import Archive, ArchiveCorrupt, ArchiveError, ArchiveTooNew
 from hgemm.archive.schema import MIGRATIONS
-from hgemm.archive.synthetic import kernel_source, make_record
 
 from hgemm.core.errors import HgemmError
 from hgemm.core.record import EvalRecord, ModeResult, Stats, kernel_hash
+from hgemm.testing.synthetic import kernel_source, make_record
 
 
 def timed(h, M, N, K, cand_us, best_base_us=10.0, stage="full", gpu="H100", created=None):

@@ -8,10 +8,10 @@ import pytest
 import typer
 from hgemm.archive import Archive
 from hgemm.archive import cli as archive_cli
-from hgemm.archive.synthetic import kernel_source
 from typer.testing import CliRunner
 
 from hgemm.core.record import EvalRecord, ModeResult, Stats
+from hgemm.testing.synthetic import kernel_source
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from hgemm.archive import Archive
 from hgemm.archive.schema import MIGRATIONS
-from hgemm.archive.synthetic import attempts
+
+from hgemm.testing.synthetic import attempts
 
 WORKERS = 4
 PER_WORKER = 60
@@ -75,7 +76,7 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from hgemm.archive import Archive
-    from hgemm.archive.synthetic import attempts
+    from hgemm.testing.synthetic import attempts
 
     a = Archive(Path(sys.argv[1]))
     batch = []

@@ -9,9 +9,9 @@ import random
 import pytest
 from hgemm.archive import Archive, rows, schema
 from hgemm.archive.queries import KERNEL_COLS, ORDER
-from hgemm.archive.synthetic import attempts, make_record
 
 from hgemm.core.record import EvalRecord
+from hgemm.testing.synthetic import attempts, make_record
 
 
 def _fill(a, n, seed, gpus):

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import typer
 from hgemm.archive import Archive
-from hgemm.archive.synthetic import attempts, kernel_source
 from hgemm.index import Retriever
 from hgemm.index.digest import attempt_text, kernel_digest, source_techniques
 from hgemm.index.features import SHAPE_DIM, shape_features
 from typer.testing import CliRunner
 
 from hgemm.core.record import EvalRecord, ModeResult, Stats
+from hgemm.testing.synthetic import attempts, kernel_source
 
 
 @pytest.fixture(autouse=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 from hgemm.archive import Archive
-from hgemm.archive.synthetic import attempts
 from hgemm.index import Retriever
 from hgemm.index import embed as embed_mod
 from hgemm.index.embed import TEXT_DIM
 from hgemm.index.features import SHAPE_DIM
+
+from hgemm.testing.synthetic import attempts
 
 pytestmark = pytest.mark.slow
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hgemm.archive import Archive
-from hgemm.archive.synthetic import attempts
 from hgemm.index import Retriever
 from hgemm.index.features import shape_features
 from hgemm.index.store import W_SHAPE
+
+from hgemm.testing.synthetic import attempts
 
 
 @pytest.fixture(autouse=True)

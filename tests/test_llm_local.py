@@ -41,7 +41,7 @@ def tiny_dir(tmp_path_factory):
 
 
 def test_local_backend_samples_and_counts_tokens(tiny_dir):
-    from hgemm.agent.llm_local import LocalBackend
+    from hgemm.agent.llm.local import LocalBackend
 
     backend = LocalBackend(tiny_dir, temperature=1.0, max_tokens=16, device="cpu")
     assert backend.model == f"local:{tiny_dir.name}"
@@ -53,7 +53,7 @@ def test_local_backend_samples_and_counts_tokens(tiny_dir):
 
 
 def test_garbage_from_local_model_is_recorded_not_fatal(tiny_dir):
-    from hgemm.agent.llm_local import LocalBackend
+    from hgemm.agent.llm.local import LocalBackend
 
     backend = LocalBackend(tiny_dir, temperature=1.0, max_tokens=12, device="cpu")
     proposer = LLMProposer(backend, samples=2, seed=0)
@@ -67,7 +67,7 @@ def test_garbage_from_local_model_is_recorded_not_fatal(tiny_dir):
 
 
 def test_missing_directory_and_adapter_are_clear_errors(tmp_path, tiny_dir):
-    from hgemm.agent.llm_local import LocalBackend
+    from hgemm.agent.llm.local import LocalBackend
 
     with pytest.raises(LLMError, match="does not exist"):
         LocalBackend(tmp_path / "nowhere")

@@ -7,10 +7,11 @@ import random
 
 import pytest
 from hgemm.agent.llm import LLMError, LLMProposer, MissingKey, OpenAIBackend, Unreachable, cost_usd
-from hgemm.agent.llm_replay import ReplayServer, Step, reply
 from hgemm.agent.proposer import ProposalContext
 from hgemm.evaluator.kernels import get_family
 from standin import STANDIN_GPU
+
+from hgemm.testing.replay_server import ReplayServer, Step, reply
 
 KERNEL = get_family("small").render(dict(BM=32, BN=64, WARPS_M=1, WARPS_N=2, WARPS_K=1))
 EDIT = f"The tile is narrow; widen it.\n```cuda\n{KERNEL}```"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from hgemm.agent.llm import LLMProposer, OpenAIBackend, Unreachable
-from hgemm.agent.llm_replay import ReplayServer, Step, reply
 from hgemm.agent.loop import Budget, optimize
 from hgemm.agent.proposer import Candidate
 from hgemm.archive import Archive
@@ -14,6 +13,7 @@ from hgemm.evaluator.kernels import get_family
 from standin import StandinEvaluator
 
 from hgemm.core.errors import BadInput
+from hgemm.testing.replay_server import ReplayServer, Step, reply
 
 SMALL = get_family("small")
 

@@ -9,11 +9,12 @@ import sys
 
 from hgemm.agent import commands
 from hgemm.agent.cli import app
-from hgemm.agent.llm_replay import ReplayServer, Step, reply
 from hgemm.archive import Archive
 from hgemm.evaluator.kernels import get_family
 from standin import StandinEvaluator
 from typer.testing import CliRunner
+
+from hgemm.testing.replay_server import ReplayServer, Step, reply
 
 SMALL = get_family("small")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hgemm.agent.llm_prompt import build_prompt, choose, gather, gpu_facts, rank_weighted_sample
+from hgemm.agent.llm.prompt import build_prompt, choose, gather, gpu_facts, rank_weighted_sample
 from hgemm.agent.proposer import Candidate, ProposalContext
 from hgemm.evaluator.api import contract_text
 from hgemm.evaluator.kernels import get_family

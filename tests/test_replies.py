@@ -3,7 +3,7 @@ typed outcomes, never exceptions."""
 
 from __future__ import annotations
 
-from hgemm.agent.llm_replies import MAX_REPLY_CHARS, OUTCOMES, extract_code, parse_reply
+from hgemm.agent.llm.replies import MAX_REPLY_CHARS, OUTCOMES, extract_code, parse_reply
 from hgemm.evaluator.kernels import get_family
 
 KERNEL = get_family("small").render(dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1))

@@ -2,7 +2,7 @@
 
 `ChatBackend.complete(system, user, n)` returns n sampled replies with token usage and latency.
 `OpenAIBackend` talks to the OpenAI API or any OpenAI-compatible server (vLLM, Ollama, llama.cpp
-server, hosted providers) through langchain's ChatOpenAI; `agent.llm_local.LocalBackend` runs a
+server, hosted providers) through langchain's ChatOpenAI; `agent.llm.local.LocalBackend` runs a
 Hugging Face model from a directory. Transient failures (rate limits, timeouts, connection errors,
 5xx) are retried with exponential backoff and jitter; when retries run out, or the key is missing or
 refused, an `LLMError` (a HgemmError: one line, exit 2) is raised. Any other failure of one request
@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hgemm.agent.llm_prompt import Prompt, build_prompt
-from hgemm.agent.llm_replies import parse_reply
+from hgemm.agent.llm.prompt import Prompt, build_prompt
+from hgemm.agent.llm.replies import parse_reply
 from hgemm.agent.proposer import Candidate, ProposalContext
 
 from hgemm.core.errors import HgemmError
@@ -68,7 +68,7 @@ class LLMCall:
     completion_tokens: int
     cost_usd: float
     latency_s: float
-    outcome: str  # agent.llm_replies.OUTCOMES; for n samples, the best outcome among them
+    outcome: str  # agent.llm.replies.OUTCOMES; for n samples, the best outcome among them
     kernel_hash: str | None = None
     message: str = ""
 

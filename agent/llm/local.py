@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hgemm.agent.llm import Completion, LLMError
+from hgemm.agent.llm.client import Completion, LLMError
 
 
 class LocalBackend:

@@ -105,7 +105,7 @@ def gather(ctx: ProposalContext, limit: int = 32) -> tuple[list[Scored], list[Fa
     newest timed record on this shape (for its baselines and floors)."""
     shape = (ctx.M, ctx.N, ctx.K)
     pairs: list[tuple[str, EvalRecord]] = []
-    from hgemm.agent import llm_sources
+    from hgemm.agent.llm import sources as llm_sources
 
     pairs.extend(llm_sources.from_store(ctx, limit))
     pairs.extend((c.source, r) for c, r in ctx.history)
