@@ -22,6 +22,7 @@ import json
 import math
 import time
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from hgemm.agent.template import REFRESH_WITHIN
 from hgemm.core.paths import write_text_atomic
 from hgemm.core.record import BASELINES, MODES, EvalRecord
 
-DEFAULT_GRID = Path("bench") / "grid100.txt"
+DEFAULT_GRID = Path(str(resources.files("hgemm.bench").joinpath("grid100.txt")))  # package data of hgemm.bench
 ARCHIVED_CANDIDATES = 20  # offline-ranked kernels a resumed shape considers for the "both" objective
 DEFAULT_OUT = Path("bench") / "results"
 

@@ -1,13 +1,16 @@
 """GPU demonstration of the agent loop: LLM proposals replayed from a loopback server, real evaluation.
 
-For each of two shapes it runs `hgemm optimize`'s loop on this machine's GPU twice: `--proposer llm`
-against a loopback OpenAI-compatible server that replays scripted replies (real kernels: our own
-families rendered with parameters valid for the GPU, plus a deliberately broken one and a reply with
-no code), then `--proposer llm+template`. It then checks that the entries landed in the archive with
-their lineage, that the index returns them for a neighbouring shape, and that the prompt for that
-neighbour shows them as exemplars with NCU metrics. Prints a short table; writes JSON to --out.
+For each of two shapes, runs `hgemm optimize`'s loop on this machine's GPU twice: `--proposer llm` against a
+loopback OpenAI-compatible server that replays scripted replies, then `--proposer llm+template`.
 
-    python bench/agent_gpu_demo.py --out bench/results/agent_gpu_demo.json
+Usage: python -m hgemm.bench.agent_gpu_demo [--out bench/results/agent_gpu_demo.json] [--no-ncu]
+
+- The scripted replies hold real kernels (our own families, rendered with parameters the family accepts for
+  the shape and GPU), one deliberately broken kernel and one reply with no code; no network, no API key.
+- Checks that the attempts landed in the archive with their lineage, that the index returns them for a
+  neighbouring shape, and that the prompt for that neighbour shows them as exemplars with NCU metrics.
+- Writes to the archive and index under $HGEMM_HOME like any search (point it elsewhere to keep them apart);
+  prints a short table, writes JSON to --out, exit status 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -19,16 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from hgemm.agent.commands import summary
+from hgemm.agent.llm import LLMProposer, OpenAIBackend
+from hgemm.agent.llm.prompt import build_prompt
+from hgemm.agent.loop import Budget, optimize
+from hgemm.agent.proposer import ProposalContext
 
-from hgemm.agent.commands import summary  # noqa: E402
-from hgemm.agent.llm import LLMProposer, OpenAIBackend  # noqa: E402
-from hgemm.agent.llm.prompt import build_prompt  # noqa: E402
-from hgemm.agent.loop import Budget, optimize  # noqa: E402
-from hgemm.agent.proposer import ProposalContext  # noqa: E402
-
-from hgemm.testing.replay_server import ReplayServer, Step, reply  # noqa: E402
+from hgemm.testing.replay_server import ReplayServer, Step, reply
 
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096)]
 NEIGHBOUR = (3072, 3072, 3072)
@@ -97,8 +97,8 @@ def run_one(kind, M, N, K, evaluator, archive, retriever, ncu):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "bench/results/agent_gpu_demo.json")
+    parser = argparse.ArgumentParser(prog="python -m hgemm.bench.agent_gpu_demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("bench/results/agent_gpu_demo.json"))
     parser.add_argument("--no-ncu", action="store_true", help="skip Nsight Compute at the full stage")
     args = parser.parse_args()
 

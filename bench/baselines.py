@@ -1,23 +1,22 @@
 """Time the four baselines and the floor for a list of shapes, in both modes, on this GPU.
 
-    python bench/baselines.py [--out bench/results] [M,N,K ...]
+Usage: python -m hgemm.bench.baselines [--out bench/results] [M,N,K ...]
 
-Writes baselines-<gpu>-<date>.json and .md (GPU name, driver, date, per shape and mode:
-each baseline's median/p10/p90 and TFLOP/s, the best, the floor) and prints the table.
+- Writes baselines-<gpu>-<date>.json and .md to --out: GPU name, driver, date and the GPU facts; per shape
+  and mode each baseline's median/p10/p90 and TFLOP/s, the best, and the floor. Prints the table.
+- Every baseline is timed afresh (`baseline_table(..., fresh=True)`), never read from the cache.
+- Without shapes, a fixed set of 12 (`SHAPES`) from tiny to 8192x8192x4096.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from datetime import date
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hgemm.evaluator.local import LocalEvaluator  # noqa: E402
+from hgemm.evaluator.local import LocalEvaluator
 
 SHAPES = [(128, 128, 128), (64, 128, 64), (1024, 128, 1024), (512, 128, 8192), (256, 2048, 4096),
           (1024, 1024, 1024), (2048, 256, 512), (512, 4096, 4096), (4096, 4096, 4096), (128, 16384, 1024),
@@ -25,7 +24,7 @@ SHAPES = [(128, 128, 128), (64, 128, 64), (1024, 128, 1024), (512, 128, 8192), (
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(prog="python -m hgemm.bench.baselines", description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("shapes", nargs="*")
     args = ap.parse_args()

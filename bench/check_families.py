@@ -1,13 +1,16 @@
 """GPU check of our own kernel families (mma_ms, mma_splitk, small): correctness and speed.
 
-For each family, a dozen or so parameter sets across shapes (non-multiples, tiny, K-heavy,
-square, odd N) go through the GPU evaluator at stage "quick" (correctness suite + offline
-timing against the cuBLAS baselines). Every source is compiled first, in parallel; then one
-`evaluate` call per shape takes all of that shape's sources. Prints a compact table and writes
-JSON (one row per attempt, plus a per-family summary) to --out.
+For each family, a dozen or so parameter sets across shapes (non-multiples, tiny, K-heavy, square, odd N) go
+through the GPU evaluator at stage "quick" (correctness suite, then offline timing against the baselines).
 
-    python bench/check_families.py --out bench/results/families.json
-    python bench/check_families.py --compile-only      # no GPU needed: builds and ptxas report
+Usage: python -m hgemm.bench.check_families [--out bench/results/families.json] [--families mma_ms,small]
+       [--shapes 1024x1024x1024,...]
+       python -m hgemm.bench.check_families --compile-only      # no GPU needed: builds and ptxas report
+
+- Every parameter set passes the family's `check` before it is compiled (a refusal is reported as such);
+  every source is compiled first, in parallel, then one `evaluate` call per shape takes all its sources.
+- Prints a compact table and writes JSON (one row per attempt, plus a per-family summary) to --out.
+- Exit status 1 when an attempt that passed the check failed to compile or was incorrect.
 """
 
 from __future__ import annotations
@@ -18,9 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hgemm.evaluator.kernels import get_family  # noqa: E402
+from hgemm.evaluator.kernels import get_family
 
 Shape = tuple[int, int, int]
 SQUARE_BIG: Shape = (4096, 4096, 4096)
@@ -208,7 +209,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m hgemm.bench.check_families", description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench/results/families.json", help="JSON output path")
     ap.add_argument("--families", default="mma_ms,mma_splitk,small", help="comma-separated family names")
     ap.add_argument("--shapes", default="", help="comma-separated MxNxK (default: the built-in set)")

@@ -1,24 +1,22 @@
-"""GPU check of the Hopper "wgmma" kernel family: correctness and speed of several configurations.
+"""GPU check of the Hopper "wgmma" kernel family: correctness and speed of named and generated configurations.
 
-Renders a fixed set of named configurations (plus the family's default for each shape), evaluates
-each on every shape it supports, prints a compact table and writes JSON to `--out`.
+Renders a fixed set of named configurations (`CONFIGS`, plus the family's default for each shape), evaluates
+each on every shape it supports, prints a compact table and writes JSON to --out. `--sweep` adds per shape a
+generated set of tile / consumer / split-K / cluster variants (`sweep_configs`); `--configs a,b` keeps only the
+named ones.
 
-Two back ends:
-- default: the project's `LocalEvaluator` (correctness suite + timing against the baselines);
-- `--raw`: a small standalone harness (nvcc -> .so -> ctypes; torch for data, the reference and
-  the cuBLAS timing) for when the evaluator is unavailable. It holds no kernel code: it only loads
-  the rendered family source compiled from disk.
+Usage: python -m hgemm.bench.check_wgmma [--raw] [--sweep] [--configs simple,tma_epi] [--sk-nowave]
+       [--shapes 1024x1024x1024,...] [--out bench/results/wgmma.json]
 
-Invariants: every configuration passes the family's `check` before it is compiled; a shape the
-configuration does not support is reported as "skip" with the reason, never silently dropped.
-Meant to finish in under 4 minutes on one H100.
-
-`--sweep` adds, per shape, a generated set of tile / consumer / split-K / cluster variants (see
-`sweep_configs`), so one run can pick the measured best configuration for each shape class;
-`--configs a,b` keeps only the named configurations.
-
-Usage: python bench/check_wgmma.py [--raw] [--sweep] [--configs simple,tma_epi] [--out bench/results/wgmma.json]
-       [--shapes 1024x1024x1024,...]
+- Two back ends: the project's `LocalEvaluator` (stage "quick": correctness suite, then offline timing against
+  the baselines), or with `--raw` a standalone harness (nvcc -> .so -> ctypes; torch for data, the fp32
+  reference and the cuBLAS timing) that holds no kernel code of its own, only loads the rendered family source.
+- Every configuration passes the family's `check` before it is compiled; one the shape does not support is
+  reported as "skip" with the reason, never dropped.
+- A configuration name's suffix may turn on a template switch that is not a family parameter
+  (`SUFFIX_DEFINES`); the rest render exactly as the search renders them.
+- The evaluator back end rewrites --out after every shape, so a run cut off keeps its rows. Exit status 1 when
+  any configuration failed (neither "ok" nor "skip"). Meant to finish in under 4 minutes on one H100.
 """
 
 from __future__ import annotations
@@ -34,10 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hgemm.evaluator.compile import DEFAULT_ARCHS, nvcc_flags  # noqa: E402
-from hgemm.evaluator.kernels.wgmma_family import FAMILIES  # noqa: E402
+from hgemm.evaluator.compile import DEFAULT_ARCHS, nvcc_flags
+from hgemm.evaluator.kernels.wgmma_family import FAMILIES
 
 FAMILY = FAMILIES["wgmma"]
 SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 4096), (512, 4096, 4096), (16384, 4096, 256)]
@@ -442,7 +438,7 @@ def parse_shapes(text: str | None) -> list[tuple[int, int, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m hgemm.bench.check_wgmma", description=__doc__.splitlines()[0])
     ap.add_argument(
         "--raw", action="store_true", help="standalone ctypes/torch harness instead of the evaluator"
     )

@@ -1,4 +1,4 @@
-// Probe kernels for bench/cluster_probe.py: what launching as a thread-block cluster costs by itself.
+// Probe kernels for hgemm.bench.cluster_probe: what launching as a thread-block cluster costs by itself.
 //
 // probe_kernel does no work beyond what `variant` asks for: 0 nothing, 1 one cluster barrier at the start,
 // 2 a cluster barrier at the start and one at the end (what the wgmma family does with a 2x1 cluster),

@@ -1,12 +1,15 @@
 """What a thread-block cluster launch costs by itself: near-empty kernels in CUDA graphs, with and without clusters.
 
-Times `bench/cluster_probe.cu`'s probe kernel (384 threads, like the wgmma family's two-consumer CTAs) for each
-combination of cluster size (1 = a plain launch, 2), CTA count and cluster barriers (none; one at the start; one
-at the start and one at the end, as the wgmma family does with a 2x1 cluster; plus mbarrier initialisation),
-with the family's typical dynamic shared memory (200 KiB, one CTA per SM). Each sample is one replay of a graph
-of `--reps` back-to-back launches (warm, like the evaluator's offline mode); the median per launch is reported.
+Times the probe kernel of `cluster_probe.cu` (package data; 384 threads, like the wgmma family's two-consumer
+CTAs) for each combination of cluster size (1 = a plain launch, 2), CTA count and cluster barriers
+(`VARIANTS`), with the family's typical dynamic shared memory (200 KiB, one CTA per SM).
 
-Usage: python bench/cluster_probe.py [--out bench/results/cluster-probe.json] [--reps 100] [--samples 15]
+Usage: python -m hgemm.bench.cluster_probe [--out bench/results/cluster-probe.json] [--reps 100] [--samples 15]
+
+- Each sample is one replay of a graph of --reps back-to-back launches (warm, like the evaluator's offline
+  mode); the median and minimum per launch are reported, with GPU name, driver and date.
+- Cases are interleaved: every case once per round of samples.
+- Needs nvcc (sm_90a) and a CUDA GPU; exits with the reason otherwise.
 """
 
 from __future__ import annotations
@@ -19,17 +22,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib import resources
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("cluster_probe.cu")
+SOURCE = resources.files("hgemm.bench").joinpath("cluster_probe.cu")
 VARIANTS = {0: "no barrier", 1: "barrier at start", 2: "barriers at start and end", 3: "2 + mbarrier init",
             4: "relaxed barrier at start", 5: "relaxed arrive, syncthreads, wait"}
 
 
 def build(tmp: Path) -> ctypes.CDLL:
-    so = tmp / "cluster_probe.so"
+    """Compile the probe kernels into `tmp` (the source is copied there first) and load them."""
+    cu, so = tmp / "cluster_probe.cu", tmp / "cluster_probe.so"
+    cu.write_text(SOURCE.read_text())
     cmd = ["nvcc", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-shared", "-Xcompiler", "-fPIC",
-           "-o", str(so), str(SOURCE)]  # fmt: skip
+           "-o", str(so), str(cu)]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"nvcc failed:\n{r.stderr[-2000:]}")
@@ -39,7 +45,7 @@ def build(tmp: Path) -> ctypes.CDLL:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m hgemm.bench.cluster_probe", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("bench/results/cluster-probe.json"))
     ap.add_argument("--reps", type=int, default=100, help="launches per graph")
     ap.add_argument("--samples", type=int, default=15, help="graph replays timed per case")

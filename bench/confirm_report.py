@@ -1,23 +1,21 @@
 """Re-measure each shape's reported kernel once more and write a report from those measurements alone.
 
-A sweep picks each shape's kernel as the best of many noisy measurements, so the speedups of its report
-are biased upward by the selection. This script takes every row's kernel from the archive, evaluates it
-again at its own shape in a fresh full-stage evaluation (both modes, baselines timed alongside), and
-writes a second report (`agent.sweep.write_report`: <name>.json, .md, .png) whose times and speedups come
-only from those new records: an independent re-measurement of an already selected kernel is unbiased.
-Each confirmed row also keeps the input's figures as `selected_offline_speedup_best` and
-`selected_server_speedup_best`. The new records are not written to the archive.
+A sweep picks each shape's kernel as the best of many noisy measurements, so its report's speedups are biased
+upward by the selection; an independent re-measurement of an already selected kernel is not.
 
-Row statuses: "confirmed" (re-measured, correct); "no_kernel" with `confirm_failure` (the re-measurement
-failed or was incorrect); "not_confirmed" (the kernel is not in the archive: the input row is carried
-over with its selected figures); a row without a kernel is carried over unchanged.
+Usage: python -m hgemm.bench.confirm_report REPORT.json --name NAME [--out-dir bench/results]
 
-Cheapest shapes first; the report is rewritten after every shape, so a run cut off by a time limit keeps
-what it did, and a second run with the same --name and --out-dir skips the shapes whose kernel it
-already re-measured. Exit status 1 when a kernel failed its re-measurement or was not in the archive.
-
-Usage: python bench/confirm_report.py bench/results/grid100.json --name grid100-confirmed
-       [--out-dir bench/results]
+- Each row's kernel comes from the archive and is evaluated again at its own shape: stage "full", both modes,
+  baselines timed alongside. The new records are not written to the archive.
+- The report (`agent.sweep.write_report`: NAME.json, .md, .png) takes its times and speedups only from the new
+  records; a confirmed row keeps the input's figures as `selected_offline_speedup_best` and
+  `selected_server_speedup_best`.
+- Row status: "confirmed" (re-measured, correct); "no_kernel" with `confirm_failure` (the re-measurement failed
+  or was incorrect); "not_confirmed" (the kernel is not in the archive: the input row carried over with its
+  selected figures). A row without a kernel is carried over unchanged.
+- Cheapest shapes first, the report rewritten after every shape: a run cut off keeps what it did, and a rerun
+  with the same --name and --out-dir skips the shapes it already re-measured.
+- Exit status 1 when a kernel failed its re-measurement or was not in the archive.
 """
 
 from __future__ import annotations
@@ -29,8 +27,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DEFAULT_OUT = Path("bench") / "results"
 BELOW = 0.90  # confirmed speedups under this count as clear losses in the closing summary
@@ -84,7 +80,7 @@ def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
 def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any = None) -> int:
     """Run the confirmation; `evaluator` and `archive` default to the GPU evaluator and the archive
     (opened and closed here); objects passed in are used as they are and left open."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m hgemm.bench.confirm_report", description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path, help="sweep report JSON")
     ap.add_argument("--name", required=True, help="name of the confirmed report (<name>.json, .md, .png)")
     ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help=f"report directory (default {DEFAULT_OUT})")

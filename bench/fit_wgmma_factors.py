@@ -1,23 +1,26 @@
 """Fit the wgmma family's time factors (`WgmmaFamily.time_factor`) to measured times, and show what they buy.
 
-The analytic model (`agent/model.py`) knows tiles, waves, traffic and pipeline depth but not the wgmma
-kernel's own switches. This script takes every correct measured wgmma time we have on one GPU: the variant
-sweeps of `bench/check_wgmma.py` (JSON under bench/results) and the quick-stage records of an archive
-(a .db, or an `hgemm archive export`, plain or compressed). Per shape it centres log(measured / predicted) and the features
-(so only ranking within a shape matters), fits one log-factor per feature by ridge least squares, and
-reports, leaving each shape out in turn, the model's median Spearman rank correlation and the geometric
-mean of (measured time of the model's first choice / best measured time), without and with the factors.
+The analytic model (`agent/model.py`) knows tiles, waves, traffic and pipeline depth but not the wgmma kernel's
+own switches. This tool takes the correct measured wgmma times of one GPU: variant sweeps of
+`hgemm.bench.check_wgmma` (its JSON) and the quick-stage records of an archive (a .db, or an
+`hgemm archive export`, plain or compressed). Per shape it centres log(measured / predicted) and the features
+(only ranking within a shape matters) and fits one log-factor per feature by ridge least squares.
 
-With `--current`, only archive records of kernels that the family still renders the same way count (a
-template change since makes older times measure another kernel). With `--holdout-since TIME`, archive records
-created at or after TIME (ISO 8601) are left out of the fit and only judged: a test on times measured after
-the factors were chosen.
+Usage: python -m hgemm.bench.fit_wgmma_factors --archive bench/results/archive-grid100-r10-H100-2026-11-24.jsonl.xz
+           [--sweeps SWEEP.json ...] [--gpu-name "NVIDIA H100 80GB HBM3"] [--sms 132] [--l2-mib 50]
+           [--current] [--holdout-since 2026-11-22T14:40] [--ridge 1.0]
 
-The model is taken bare: given a family's name rather than the family, `predict_us` applies no factors.
-
-Usage: python bench/fit_wgmma_factors.py [--gpu-name "NVIDIA H200"] [--sms 132]
-           [--sweeps bench/results/worst12-*.json ...] [--archive bench/results/archive-*.jsonl.xz] [--current]
-           [--holdout-since 2026-11-22T14:40]
+- Prints, leaving each shape out in turn, the model's median Spearman rank correlation and the geometric mean
+  of (measured time of the model's first choice / best measured time): bare, with the committed factors
+  (`factors_for(--gpu-name)`), and with fitted ones; then the factors fitted on all shapes. Nothing is written.
+- Only records of the --gpu-name GPU count; only shapes with at least 4 configurations are judged.
+- The model is taken bare: given a family's name rather than the family, `predict_us` applies no factors.
+- `--current`: only archive records of kernels the family still renders byte for byte (a template change
+  since makes an older time measure another kernel).
+- `--holdout-since TIME` (ISO 8601): archive records created at or after TIME are left out of the fit and
+  only judged.
+- Sweep rows of template switches (`_no...` configurations) never count; nor do the stream-K rows of the one
+  sweep that timed an older stream-K hand-over (`OLD_STREAM_K`).
 """
 
 from __future__ import annotations
@@ -32,28 +35,16 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from hgemm.agent.model import predict_us, spearman
+from hgemm.archive.transfer import read_export
+from hgemm.evaluator.kernels import FAMILIES
+from hgemm.evaluator.kernels.wgmma_family import TIME_FEATURES, factors_for, time_features
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hgemm.core.record import GpuInfo, kernel_hash
 
-from hgemm.agent.model import predict_us, spearman  # noqa: E402
-from hgemm.archive.transfer import read_export  # noqa: E402
-from hgemm.evaluator.kernels import FAMILIES  # noqa: E402
-from hgemm.evaluator.kernels.wgmma_family import TIME_FEATURES, factors_for, time_features  # noqa: E402
-
-from hgemm.core.record import GpuInfo, kernel_hash  # noqa: E402
-
-DEFAULT_SWEEPS = [
-    "bench/results/worst12-wgmma-H200-2026-11-22.json",
-    "bench/results/worst12-dsmem-stmatrix-H200-2026-11-22.json",
-    "bench/results/wgmma-panels-H200-2026-11-22.json",
-    "bench/results/streamk-H200-2026-11-22.json",
-    "bench/results/pingpong64-H200-2026-11-22.json",
-    "bench/results/streamk-fragments-H200-2026-11-22.json",
-]
-# Sweeps whose stream-K rows timed an earlier stream-K hand-over (row-major float2 partials, replaced by
-# fragment-order float4 ones); their other rows still count.
+# Sweeps (by file name) whose stream-K rows timed an earlier stream-K hand-over (row-major float2 partials,
+# replaced by fragment-order float4 ones); their other rows still count.
 OLD_STREAM_K = {"streamk-H200-2026-11-22.json"}
-DEFAULT_ARCHIVE = "bench/results/archive-grid100-r2-H200-2026-11-22.jsonl.xz"
 
 
 def sweep_rows(paths: list[str]) -> list[tuple[dict, tuple[int, int, int], float]]:
@@ -90,16 +81,18 @@ def archive_rows(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m hgemm.bench.fit_wgmma_factors", description=__doc__.splitlines()[0])
     ap.add_argument("--gpu-name", default="NVIDIA H200")
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--l2-mib", type=int, default=60, help="L2 size for the model (H200 60, H100 50)")
-    ap.add_argument("--sweeps", nargs="*", default=DEFAULT_SWEEPS)
-    ap.add_argument("--archive", default=DEFAULT_ARCHIVE)
+    ap.add_argument("--sweeps", nargs="*", default=[], help="check_wgmma JSON files (glob patterns allowed)")
+    ap.add_argument("--archive", default=None, help="archive .db or export (.jsonl, .jsonl.xz)")
     ap.add_argument("--ridge", type=float, default=1.0)
     ap.add_argument("--current", action="store_true", help="only kernels the family renders the same way today")
     ap.add_argument("--holdout-since", default=None, help="judge, not fit, archive records created at or after this")
     args = ap.parse_args(argv)
+    if not args.sweeps and not args.archive:
+        ap.error("nothing to fit: give --archive and/or --sweeps")
     gpu = GpuInfo(name=args.gpu_name, cc="9.0", driver="", sm_count=args.sms, l2_bytes=args.l2_mib << 20,
                   smem_per_block_optin=232448)  # fmt: skip
     family = FAMILIES["wgmma"]

@@ -1,13 +1,15 @@
-"""Choose the fixed 100-configuration benchmark subset of the 1,000-shape grid; writes bench/grid100.txt.
+"""Choose the fixed 100-shape benchmark subset of the 1,000-shape grid: the package's `grid100.txt`.
 
-The grid is M, N, K each in {64, 128, ..., 16384} (ten sizes). Shapes are stratified by FLOP
-decade (2*M*N*K from ~5e5 to ~9e12): every decade gets at least `MIN_PER_DECADE` shapes (or all
-of them when it has fewer), the rest of the 100 goes to decades in proportion to their size, and
-within a decade shapes are drawn with a fixed seed. Invariants: deterministic (seeded, sorted
-output); exactly 100 distinct shapes; every decade of the grid represented.
+The grid is M, N, K each in {64, 128, ..., 16384} (ten sizes). Shapes are stratified by FLOP decade
+(2*M*N*K from ~5e5 to ~9e12): every decade gets at least `MIN_PER_DECADE` shapes (or all it has), the rest of
+the 100 goes to decades in proportion to their size, and within a decade shapes are drawn with a fixed seed.
+`hgemm sweep` reads the file by default.
 
-    python bench/grid100.py            # rewrite bench/grid100.txt
-    python bench/grid100.py --check    # exit 1 if the committed file differs
+Usage: python -m hgemm.bench.grid100            # rewrite grid100.txt (beside this module)
+       python -m hgemm.bench.grid100 --check    # exit 1 if the file differs from what this writes
+
+- Deterministic: seeded draw, sorted output (by FLOPs, then shape).
+- Exactly 100 distinct shapes; every FLOP decade of the grid represented.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import itertools
 import math
 import random
 import sys
+from importlib import resources
 from pathlib import Path
 
 SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
 TOTAL = 100
 MIN_PER_DECADE = 6
 SEED = 20240611
-OUT = Path(__file__).with_name("grid100.txt")
+GRID = resources.files("hgemm.bench").joinpath("grid100.txt")  # what `hgemm sweep` reads by default
 
 
 def decade(shape: tuple[int, int, int]) -> int:
@@ -61,7 +64,7 @@ def render(shapes: list[tuple[int, int, int]]) -> str:
         counts[decade(s)] = counts.get(decade(s), 0) + 1
     header = [
         f"# hgemm benchmark grid: {len(shapes)} of the 1,000 shapes M, N, K in {{{', '.join(map(str, SIZES))}}}",
-        f"# stratified by FLOP decade (2*M*N*K), seed {SEED}; written by bench/grid100.py, do not edit",
+        f"# stratified by FLOP decade (2*M*N*K), seed {SEED}; written by python -m hgemm.bench.grid100, do not edit",
         "# shapes per decade: " + ", ".join(f"1e{d}: {n}" for d, n in sorted(counts.items())),
         "# M N K",
     ]
@@ -71,11 +74,12 @@ def render(shapes: list[tuple[int, int, int]]) -> str:
 def main(argv: list[str]) -> int:
     text = render(choose())
     if "--check" in argv:
-        same = OUT.exists() and OUT.read_text() == text
-        print("grid100.txt is up to date" if same else "grid100.txt differs from bench/grid100.py's output")
+        same = GRID.is_file() and GRID.read_text() == text
+        print("grid100.txt is up to date" if same else "grid100.txt differs from hgemm.bench.grid100's output")
         return 0 if same else 1
-    OUT.write_text(text)
-    print(f"wrote {OUT.name}: {text.count(chr(10)) - 4} shapes")
+    out = Path(str(GRID))  # the file beside this module (in a checkout: bench/grid100.txt)
+    out.write_text(text)
+    print(f"wrote {out}: {text.count(chr(10)) - 4} shapes")
     return 0
 
 

@@ -1,11 +1,15 @@
 """Which kernels cuBLASLt runs for a shape, and how long each takes alone under Nsight Compute.
 
-For each shape, runs itself under `ncu` (profiling only a marked range): the child builds the
-evaluator's baselines (cuBLASLt heuristic = the plan's first algorithm, autotuned = the fastest in
-server timing) and launches each once inside the range. Prints one line per kernel and writes JSON.
-Knowing the autotuned algorithm's tile, stages and cluster says what our families would need.
+Knowing the autotuned algorithm's tile, stages and cluster says what our families would need to match it.
 
-Usage: python bench/lt_kernels.py 12288x4096x512,16384x16384x1024 --out bench/results/lt-kernels.json
+Usage: python -m hgemm.bench.lt_kernels 12288x4096x512,16384x16384x1024 [--out bench/results/lt-kernels.json]
+
+- Per shape, the tool runs itself under `ncu` (`--profile-from-start off`): the child builds the evaluator's
+  baselines (cuBLASLt heuristic = the plan's first algorithm, autotuned = the fastest in server timing), warms
+  both up, then launches each once inside the profiled range.
+- One output entry per profiled kernel, in launch order (the heuristic's kernels first), with its ncu
+  duration, grid and cluster shape; ncu's units row and thousands separators are handled.
+- Needs `ncu` on PATH and the cuBLASLt baselines (the `gpu` extra); exits with the reason otherwise.
 """
 
 from __future__ import annotations
@@ -20,8 +24,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 METRICS = "gpu__time_duration.sum,launch__grid_size,launch__cluster_dim_x,launch__cluster_dim_y"
 NAMES = ("lt_heuristic", "lt_autotuned")
@@ -66,7 +68,7 @@ def parse(stdout: str) -> tuple[dict, list[dict]]:
 
 def profile(shape: str, ncu: str) -> dict:
     cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw",
-           "--metrics", METRICS, sys.executable, __file__, "--child", shape]  # fmt: skip
+           "--metrics", METRICS, sys.executable, "-m", "hgemm.bench.lt_kernels", "--child", shape]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     info, kernels = parse(out.stdout)
     if not kernels:
@@ -75,7 +77,7 @@ def profile(shape: str, ncu: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m hgemm.bench.lt_kernels", description=__doc__.splitlines()[0])
     ap.add_argument("shapes", help="comma-separated MxNxK list")
     ap.add_argument("--out", type=Path, default=Path("bench/results/lt-kernels.json"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

@@ -1,16 +1,20 @@
 """Run the full correctness suite plus compute-sanitizer (memcheck, racecheck) on each shape's reported kernel.
 
-Reads a sweep report (`hgemm sweep` JSON), takes every row's best kernel from the archive, and
-evaluates it again at its own shape with `stage="full"` and `sanitize=True`. Cheapest shapes first;
-the output JSON is rewritten after every shape, so a run cut off by a time limit keeps what it did
-and a second run with the same `--out` skips the shapes whose reported kernel it already checked (a shape
-whose reported kernel changed since is checked again, and its old entry dropped).
+Reads a sweep report (`hgemm sweep` JSON), takes every row's kernel from the archive and evaluates it again at
+its own shape with stage "full" and `sanitize=True`.
 
-Usage: python bench/sanitize_best.py bench/results/grid100.json --out bench/results/sanitize.json
-       [--skip-shapes FILE]   (shapes, one 'M N K' per line, already sanitized elsewhere)
-       [--shard I/N]          (only the shapes at positions I, I+N, ... of the cheapest-first order, so
-                               N processes with their own --out share one GPU; merge with --merge)
-       python bench/sanitize_best.py REPORT --out OUT.json --merge PART.json [PART.json ...]
+Usage: python -m hgemm.bench.sanitize_best REPORT.json --out bench/results/sanitize-NAME.json
+       [--skip-shapes FILE]   (shapes already sanitized elsewhere, one 'M N K' per line)
+       [--shard I/N]          (only the shapes at positions I, I+N, ... of the cheapest-first order, so N
+                               processes with their own --out share one GPU)
+       python -m hgemm.bench.sanitize_best REPORT.json --out OUT.json --merge PART.json [PART.json ...]
+
+- Cheapest shapes first; --out (GPU name, driver, date, one entry per kernel) is rewritten after every shape,
+  so a run cut off keeps what it did.
+- A rerun with the same --out skips the shapes whose reported kernel it already checked; a shape whose
+  reported kernel changed since is checked again and its old entry dropped.
+- `--merge` keeps, per shape, the last shard entry for the reported kernel.
+- Exit status 1 when a kernel failed (or, with --merge, a reported kernel was not checked).
 """
 
 from __future__ import annotations
@@ -21,11 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m hgemm.bench.sanitize_best", description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path, help="sweep report JSON")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--skip-shapes", type=Path, default=None, help="shapes already sanitized ('M N K' lines)")

@@ -1,29 +1,32 @@
-"""Where server-mode time goes: a report's kernels and the cuBLAS baselines, timed as single launches
-after different preparations of the GPU.
+"""Where server-mode time goes: a report's kernels and the cuBLAS baselines, timed as single launches after
+different preparations of the GPU.
 
-Server mode (evaluator.timing.time_server) flushes the L2 by writing twice its size before each
-launch, so the kernel starts with cold operands, an L2 full of dirty lines that must be written back
-as it allocates, and right after an unrelated kernel. This probe separates those costs by replacing
-the flush (same random gaps, same single-launch graphs, contenders interleaved):
+Server mode (`evaluator.timing.time_server`) flushes the L2 by writing twice its size before each launch, so a
+kernel starts with cold operands, an L2 full of dirty lines to write back, and right after an unrelated kernel.
+This probe replaces the flush to separate those costs (`--variants`, default all):
 
 - dirty: the evaluator's flush (what the reports call server mode);
 - clean: the L2 evicted by *reading* twice its size (cold operands, clean lines to evict);
-- spin: no flush, a kernel that only waits (about 50 us) just before (warm L2, single launch; the wait
-  covers the host's enqueueing, as the flush does);
-- self: as spin, but the contender itself runs once just before the wait (its code, constants and
-  descriptors are warm as in back-to-back launches); each contender timed on its own;
-- offline: for reference, back-to-back launches in one graph (evaluator.timing.time_offline).
+- spin: no flush, a kernel that only waits (about 50 us) just before (warm L2, single launch; the wait covers
+  the host's enqueueing, as the flush does);
+- self: as spin, but the contender itself runs once just before the wait; each contender timed on its own;
+- offline: for reference, back-to-back launches in one graph (`evaluator.timing.time_offline`).
 
-Each shape's kernel is the report's, re-rendered from its family and parameters with today's
-template; `--also` adds configurations of the same family, `--define NAME=VALUE` the report kernel built
-with a template switch (an experiment `#define`, not a family parameter). Every kernel is checked against
-torch.matmul once before timing. `--floors` adds two non-GEMM kernels under the same contract
-(`floor_kernels.cu`): `floor_empty`, an empty launch, and `floor_touch`, which reads A and Bt and writes C
-once with no math: what a single launch of the shape costs before any GEMM work. Our own template kernels run in this process (a bench tool, as
-`check_wgmma.py --raw`), never candidates of unknown origin.
+Usage: python -m hgemm.bench.server_probe REPORT.json ARCHIVE.jsonl.xz --shapes 12288x1024x512,...
+       [--also '{"cluster_m": 1}'] [--define HG_NAME=VALUE] [--floors] [--variants offline,dirty]
+       [--samples 30] [--out bench/results/server-probe.json]
 
-Usage: python bench/server_probe.py REPORT.json ARCHIVE.jsonl.xz --shapes 12288x1024x512,...
-       [--also '{"cluster_m": 1}'] [--samples 30] [--out bench/results/server-probe.json]
+- Each shape's kernel is the report's, re-rendered from its family and parameters (found in the archive
+  export) with today's template; `--also` adds configurations of the same family, `--define` the report
+  kernel built with a template switch (a `#define`, not a family parameter).
+- `--floors` adds two non-GEMM contenders under the kernel contract (`floor_kernels.cu`, package data):
+  `floor_empty`, an empty launch, and `floor_touch`, which reads A and Bt and writes C once with no math.
+- Every GEMM kernel is checked against torch.mm once before timing; a wrong or failed one is reported and
+  not timed. Same random gaps, single-launch graphs and interleaved contenders as the evaluator.
+- Bad arguments, and shapes whose kernel is not in the report or the archive, are refused (exit 2) before
+  anything touches the GPU.
+- Only our own template kernels run in this process (as `check_wgmma --raw`), never candidates of unknown
+  origin. The JSON (GPU name, driver, date) is rewritten after every shape.
 """
 
 from __future__ import annotations
@@ -32,12 +35,12 @@ import argparse
 import json
 import sys
 import time
+from importlib import resources
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 VARIANTS = ("offline", "dirty", "clean", "spin", "self")
 SPIN_CYCLES = 100_000  # about 50-100 us: long enough for the host to enqueue the timed launch
+FLOOR_SOURCE = resources.files("hgemm.bench").joinpath("floor_kernels.cu")  # HG_FLOOR 0: empty, 1: touch
 
 
 def preparations(l2_bytes: int) -> dict:
@@ -64,7 +67,7 @@ def kernel_params(archive: Path, hashes: set[str]) -> dict[str, tuple[str, dict]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m hgemm.bench.server_probe", description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path)
     ap.add_argument("archive", type=Path)
     ap.add_argument("--shapes", required=True, help="MxNxK,... (rows of the report)")
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, (name, value) in enumerate(defines, 1):
             plan.append((s, f"define{i}", f"#define {name} {value}\n" + family.render(p)))
         if args.floors:
-            floor_src = (Path(__file__).parent / "floor_kernels.cu").read_text()
+            floor_src = FLOOR_SOURCE.read_text()
             plan += [(s, f"floor_{kind}", f"#define HG_FLOOR {i}\n{floor_src}") for i, kind in enumerate(("empty", "touch"))]
     built = compile_sources([src for _, _, src in plan])
     bad = [(s, label, b.message) for (s, label, _), b in zip(plan, built) if not b.ok]

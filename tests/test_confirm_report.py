@@ -1,4 +1,4 @@
-"""bench/confirm_report.py: a real sweep with the stand-in evaluator and a real archive, then the
+"""hgemm.bench.confirm_report: a real sweep with the stand-in evaluator and a real archive, then the
 confirmation of its report by fresh measurements (figures from the new records only), resume, a failed
 re-measurement and a kernel missing from the archive."""
 
@@ -8,8 +8,8 @@ import json
 import math
 
 import pytest
-from bench_script import load_bench
 from hgemm.agent.sweep import run_sweep, write_report
+from hgemm.bench import confirm_report
 from standin import StandinEvaluator
 
 SHAPES = [(256, 256, 256), (512, 128, 1024)]
@@ -62,9 +62,8 @@ def swept(tmp_path):
 
 
 def run_confirm(report, out_dir, evaluator, archive, name="mini-confirmed") -> int:
-    confirm = load_bench("confirm_report")
     argv = [str(report), "--name", name, "--out-dir", str(out_dir)]
-    return confirm.main(argv, evaluator=evaluator, archive=archive)
+    return confirm_report.main(argv, evaluator=evaluator, archive=archive)
 
 
 def records_in(archive) -> int:

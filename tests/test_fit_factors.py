@@ -1,4 +1,4 @@
-"""bench/fit_wgmma_factors.py: archive rows, the --current filter, and a fit on the committed H100 archive.
+"""hgemm.bench.fit_wgmma_factors: archive rows, the --current filter, and a fit on the committed H100 archive.
 
 `--current` keeps kernels that the wgmma template still renders byte for byte, so which committed records
 count changes with every template edit. The tests therefore read a copy of the committed archive in which the
@@ -12,7 +12,7 @@ import lzma
 from pathlib import Path
 
 import pytest
-from bench_script import load_bench
+from hgemm.bench import fit_wgmma_factors as fit
 from hgemm.evaluator.kernels import FAMILIES
 
 from hgemm.core.record import kernel_hash
@@ -45,7 +45,6 @@ def r8_today(tmp_path_factory):
 
 
 def test_current_keeps_only_kernels_the_template_renders_the_same_way(r8_today):
-    fit = load_bench("fit_wgmma_factors")
     every = fit.archive_rows(str(r8_today), H100)
     current = fit.archive_rows(str(r8_today), H100, current=True)
     assert 0 < len(current) < len(every)
@@ -59,14 +58,12 @@ def test_current_keeps_only_kernels_the_template_renders_the_same_way(r8_today):
 
 
 def test_the_fit_runs_on_the_committed_archive(capsys, r8_today):
-    fit = load_bench("fit_wgmma_factors")
     assert fit.main(["--gpu-name", H100, "--sweeps", "--archive", str(r8_today), "--current"]) == 0
     out = capsys.readouterr().out
     assert "with factors (shape left out)" in out and "factors fitted on all shapes" in out
 
 
 def test_times_measured_after_a_date_are_judged_not_fitted(capsys, tmp_path):
-    fit = load_bench("fit_wgmma_factors")
     r9 = rendered_today(R9, tmp_path / "r9.jsonl.xz", cut="9999")  # every kernel renders as today
     since = "2026-11-22T14:40"
     before = fit.archive_rows(str(r9), H100, current=True, before=since)
@@ -77,3 +74,10 @@ def test_times_measured_after_a_date_are_judged_not_fitted(capsys, tmp_path):
     out = capsys.readouterr().out
     assert f"{len(before)} measured wgmma times" in out
     assert f"held out: {len(after)} times measured since {since}" in out
+
+
+def test_nothing_to_fit_is_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        fit.main(["--gpu-name", H100])
+    assert exc.value.code == 2
+    assert "nothing to fit" in capsys.readouterr().err

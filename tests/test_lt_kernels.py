@@ -1,6 +1,6 @@
-"""bench/lt_kernels.py reads the kernels cuBLASLt launched from Nsight Compute's raw CSV."""
+"""hgemm.bench.lt_kernels reads the kernels cuBLASLt launched from Nsight Compute's raw CSV."""
 
-from bench_script import load_bench
+from hgemm.bench import lt_kernels
 
 NCU_STDOUT = """==PROF== Connected to process 4242 (/usr/bin/python3)
 {"lt_algorithms": 8, "autotuned_index": 5}
@@ -12,12 +12,8 @@ NCU_STDOUT = """==PROF== Connected to process 4242 (/usr/bin/python3)
 """
 
 
-def _module():
-    return load_bench("lt_kernels")
-
-
 def test_parse_keeps_kernel_rows_in_launch_order_and_reads_thousands_separators():
-    info, kernels = _module().parse(NCU_STDOUT)
+    info, kernels = lt_kernels.parse(NCU_STDOUT)
     assert info == {"lt_algorithms": 8, "autotuned_index": 5}
     assert [k["kernel"][:30] for k in kernels] == ["nvjet_sm90_hsh_256x128_64x4_1x", "nvjet_sm90_hsh_128x160_64x5_2x"]
     assert [k["ncu_us"] for k in kernels] == [87.008, 71.072]
@@ -25,4 +21,4 @@ def test_parse_keeps_kernel_rows_in_launch_order_and_reads_thousands_separators(
 
 
 def test_parse_of_output_without_a_table_finds_no_kernels():
-    assert _module().parse("==PROF== ERROR: profiling is not supported\n") == ({}, [])
+    assert lt_kernels.parse("==PROF== ERROR: profiling is not supported\n") == ({}, [])

@@ -1,4 +1,4 @@
-"""bench/server_probe.py: finds each reported kernel's family and parameters in an archive export, and refuses
+"""hgemm.bench.server_probe: finds each reported kernel's family and parameters in an archive export, and refuses
 bad input before it touches a GPU."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bench_script import load_bench
+from hgemm.bench import server_probe
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 REPORT = RESULTS / "grid100-r8-H100-2026-11-22.json"
@@ -16,10 +16,9 @@ ARCHIVE = RESULTS / "archive-grid100-r8-H100-2026-11-22.jsonl.xz"
 
 
 def test_kernel_params_come_from_the_export():
-    probe = load_bench("server_probe")
     rows = {(r["M"], r["N"], r["K"]): r for r in json.loads(REPORT.read_text())["rows"]}
     wanted = {rows[(512, 8192, 512)]["kernel"], rows[(64, 64, 64)]["kernel"]}
-    found = probe.kernel_params(ARCHIVE, wanted)
+    found = server_probe.kernel_params(ARCHIVE, wanted)
     assert set(found) == wanted
     family, params = found[rows[(512, 8192, 512)]["kernel"]]
     assert family == rows[(512, 8192, 512)]["family"] == "wgmma"
@@ -42,9 +41,8 @@ def test_kernel_params_come_from_the_export():
     ],
 )
 def test_bad_input_is_refused_with_a_reason(args, message, capsys):
-    probe = load_bench("server_probe")
     with pytest.raises(SystemExit) as exc:
-        probe.main([str(REPORT), str(ARCHIVE), *args])
+        server_probe.main([str(REPORT), str(ARCHIVE), *args])
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
 
@@ -53,7 +51,7 @@ def test_bad_input_is_refused_with_a_reason(args, message, capsys):
 def test_the_floor_kernels_build_under_the_contract_for_both_targets():
     from hgemm.evaluator.compile import compile_sources
 
-    source = (Path(__file__).resolve().parents[1] / "bench" / "floor_kernels.cu").read_text()
+    source = server_probe.FLOOR_SOURCE.read_text()  # package data, as the tool reads it
     built = compile_sources([f"#define HG_FLOOR {i}\n{source}" for i in (0, 1)], archs=("sm_90a", "sm_80"))
     assert all(b.ok for b in built), [b.message for b in built]  # the static check of host code passed too
     assert built[0].kernel_hash != built[1].kernel_hash

@@ -99,15 +99,13 @@ def test_read_grid(tmp_path):
 
 
 def test_committed_grid100_is_what_the_script_writes():
-    from pathlib import Path
+    from hgemm.agent.sweep import DEFAULT_GRID
+    from hgemm.bench import grid100
 
-    from bench_script import load_bench
-
-    root = Path(__file__).resolve().parents[1]
-    grid100 = load_bench("grid100")
     shapes = grid100.choose()
-    assert (root / "bench" / "grid100.txt").read_text() == grid100.render(shapes)
-    assert read_grid(root / "bench" / "grid100.txt") == shapes
+    assert grid100.GRID.read_text() == grid100.render(shapes)
+    assert DEFAULT_GRID.read_text() == grid100.GRID.read_text()  # what `hgemm sweep` reads by default
+    assert read_grid(DEFAULT_GRID) == shapes
     assert len(set(shapes)) == 100
     assert {grid100.decade(s) for s in shapes} == set(range(5, 13))  # every FLOP decade of the grid
 

@@ -294,9 +294,9 @@ def test_bn_192_builds_without_spills(extra, tmp_path):
 
 
 def test_the_bench_sweep_offers_192_column_tiles_where_n_is_not_a_multiple():
-    from bench_script import load_bench
+    from hgemm.bench import check_wgmma
 
-    rows = load_bench("check_wgmma").configs_for((12288, 4096, 512), sweep=True)
+    rows = check_wgmma.configs_for((12288, 4096, 512), sweep=True)
     wide = [(name, reason) for name, p, reason in rows if p and p["bn"] == 192]
     assert wide and any(reason is None for _, reason in wide)
 

@@ -1,6 +1,6 @@
 """The Hopper "wgmma" family on a real GPU: every bench configuration is correct on two small shapes.
 
-Uses the standalone harness of bench/check_wgmma.py (nvcc -> ctypes, torch fp32 reference, NaN-filled
+Uses the standalone harness of hgemm.bench.check_wgmma (nvcc -> ctypes, torch fp32 reference, NaN-filled
 output so unwritten elements fail). Skipped without a GPU; skipped on a GPU that is not compute
 capability 9.x, where the family's hgemm_supports must say 0.
 """
@@ -8,13 +8,9 @@ capability 9.x, where the family's hgemm_supports must say 0.
 from __future__ import annotations
 
 import pytest
-from bench_script import load_bench
+from hgemm.bench import check_wgmma
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
-
-
-def _bench_module():
-    return load_bench("check_wgmma")
 
 
 def test_all_configs_correct_on_small_shapes():
@@ -22,13 +18,12 @@ def test_all_configs_correct_on_small_shapes():
 
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("wgmma kernels need a compute capability 9.x GPU")
-    bench = _bench_module()
     # 2048 x 4096 x 512: 256+ tiles, so persistent CTAs take several and the ring wraps across
     # tiles; 256 x 1024 x 64: a single k-block per tile; 1024 x 512 x 2048: fewer tiles than SMs, so
     # stream-K spreads each tile over several CTAs that hand partials to the tile's first.
-    rows = bench.run_raw([(2048, 4096, 512), (256, 1024, 64), (1024, 512, 2048)])
+    rows = check_wgmma.run_raw([(2048, 4096, 512), (256, 1024, 64), (1024, 512, 2048)])
     ran = [r for r in rows if r["status"] != "skip"]
-    assert len(ran) >= len(bench.CONFIGS), rows
+    assert len(ran) >= len(check_wgmma.CONFIGS), rows
     bad = [
         (r["config"], r["M"], r["N"], r["K"], r["status"], r["message"]) for r in ran if r["status"] != "ok"
     ]

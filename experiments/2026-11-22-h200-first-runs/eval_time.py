@@ -1,6 +1,6 @@
 """How long one evaluation of an already-compiled candidate takes on the GPU, both modes, full stage.
 
-    python bench/eval_time.py [--out FILE]
+    python experiments/2026-11-22-h200-first-runs/eval_time.py [--out FILE]
 
 For a few shapes under 1 GFLOP: the first evaluation on a shape (prepares the worker: inputs,
 baselines, cuBLASLt autotuning unless cached) and a second, already-compiled candidate on the same
@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from datetime import date
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hgemm.evaluator.compile import compile_sources  # noqa: E402
-from hgemm.evaluator.kernels import get_family  # noqa: E402
-from hgemm.evaluator.local import LocalEvaluator  # noqa: E402
+from hgemm.evaluator.compile import compile_sources
+from hgemm.evaluator.kernels import get_family
+from hgemm.evaluator.local import LocalEvaluator
 
 SHAPES = [(128, 128, 128), (512, 512, 512), (1024, 1024, 256), (256, 2048, 512)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="bench/results/eval-time.json")
+    ap.add_argument("--out", default="eval-time.json")
     args = ap.parse_args()
     rows = []
     with LocalEvaluator() as ev:

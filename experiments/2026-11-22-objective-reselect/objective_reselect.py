@@ -5,7 +5,10 @@ server mode in the same evaluation, against baselines timed alongside), picks th
 objective of `agent.loop.objective_score`, and prints the geometric-mean speedups over the best baseline
 and the shapes below 0.90x. No GPU: a re-selection among measured records, not a new measurement.
 
-Usage: python bench/objective_reselect.py [ARCHIVE: .db or jsonl export, plain or compressed]
+Usage: python experiments/2026-11-22-objective-reselect/objective_reselect.py ARCHIVE
+       (an archive .db or jsonl export, plain or compressed). The run in NOTES.md read the export of the
+       second H200 grid100 sweep, since removed; the seed archive in bench/results holds its H200 records
+       and those of the later H200 search of the 26 worst shapes.
 """
 
 from __future__ import annotations
@@ -13,21 +16,18 @@ from __future__ import annotations
 import math
 import sys
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hgemm.agent.loop import OBJECTIVES, objective_score
+from hgemm.archive.transfer import read_export
 
-from hgemm.agent.loop import OBJECTIVES, objective_score  # noqa: E402
-from hgemm.archive.transfer import read_export  # noqa: E402
-
-from hgemm.core.record import EvalRecord  # noqa: E402
-
-DEFAULT = "bench/results/archive-grid100-r2-H200-2026-11-22.jsonl.xz"
+from hgemm.core.record import EvalRecord
 
 
 def main(argv: list[str]) -> int:
     by_shape: dict[tuple[int, int, int], list[EvalRecord]] = defaultdict(list)
-    for line in read_export(argv[0] if argv else DEFAULT):
+    if len(argv) != 1:
+        sys.exit(__doc__)
+    for line in read_export(argv[0]):
         if line.get("type") != "record":
             continue
         rec = EvalRecord.from_dict(line["record"])

@@ -8,8 +8,8 @@ bytes of the attribute value, or `rcN` where the query returns error N), and the
 registers and shared-memory limits; and the edges with their type (0 default, 1 programmatic: a
 programmatic dependent launch). A GPU tool; our kernels are the report's, re-rendered from the archive.
 
-Usage: python bench/graph_nodes.py REPORT.json ARCHIVE.jsonl.xz --shapes 512x8192x512,64x64x64
-       [--out bench/results/graph-nodes.json]
+Usage: python experiments/2026-11-22-h100-server-mode/graph_nodes.py REPORT.json ARCHIVE.jsonl.xz
+       --shapes 512x8192x512,64x64x64 [--out graph-nodes.json]
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ import ctypes
 import json
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 NODE_TYPES = {0: "kernel", 1: "memcpy", 2: "memset", 3: "host", 4: "graph", 5: "empty", 6: "wait_event",
               7: "event_record", 10: "mem_alloc", 11: "mem_free", 12: "batch_mem_op", 13: "conditional"}  # fmt: skip
@@ -94,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("report", type=Path)
     ap.add_argument("archive", type=Path)
     ap.add_argument("--shapes", required=True, help="MxNxK,... (rows of the report)")
-    ap.add_argument("--out", type=Path, default=Path("bench/results/graph-nodes.json"))
+    ap.add_argument("--out", type=Path, default=Path("graph-nodes.json"))
     args = ap.parse_args(argv)
     try:
         shapes = [tuple(int(x) for x in s.split("x", 2)) for s in args.shapes.split(",")]
@@ -106,12 +103,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"no kernel in the report for {missing}")
 
     import torch
+    from hgemm.bench.server_probe import kernel_params
     from hgemm.evaluator import gpu_facts
     from hgemm.evaluator.baselines import Baselines
     from hgemm.evaluator.compile import compile_sources
     from hgemm.evaluator.harness import Candidate, Problem
     from hgemm.evaluator.kernels import get_family
-    from server_probe import kernel_params
 
     cu = ctypes.CDLL("libcuda.so.1")
     params = kernel_params(args.archive, {rows[s]["kernel"] for s in shapes})
