@@ -1,5 +1,5 @@
 """hgemm.bench is an installed package: its tools import like any module, run as `python -m hgemm.bench.NAME`,
-and find their data files as package resources."""
+and find their data files as package resources; bench/results keeps one archive export, the seed."""
 
 from __future__ import annotations
 
@@ -33,3 +33,8 @@ def test_a_tool_imports_without_a_gpu_and_says_how_it_runs(name):
 def test_data_files_are_package_resources(name):
     assert resources.files("hgemm.bench").joinpath(name).read_text().strip()
 
+
+def test_results_keep_one_archive_export_the_seed_the_readme_names():
+    exports = sorted(p.name for p in (ROOT / "bench" / "results").glob("*.jsonl*"))
+    assert len(exports) == 1, exports
+    assert exports[0] in (ROOT / "README.md").read_text()

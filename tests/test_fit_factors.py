@@ -1,4 +1,4 @@
-"""hgemm.bench.fit_wgmma_factors: archive rows, the --current filter, and a fit on the committed H100 archive.
+"""hgemm.bench.fit_wgmma_factors: archive rows, the --current filter, and a fit on the committed seed archive.
 
 `--current` keeps kernels that the wgmma template still renders byte for byte, so which committed records
 count changes with every template edit. The tests therefore read a copy of the committed archive in which the
@@ -17,8 +17,8 @@ from hgemm.evaluator.kernels import FAMILIES
 
 from hgemm.core.record import kernel_hash
 
-ARCHIVE = Path(__file__).resolve().parents[1] / "bench" / "results" / "archive-grid100-r8-H100-2026-11-22.jsonl.xz"
-R9 = ARCHIVE.with_name("archive-grid100-r9-H100-2026-11-22.jsonl.xz")
+# The seed archive: every grid100 search on the H100 (and the H200 records they started from), 2026-11-22 to -24.
+ARCHIVE = Path(__file__).resolve().parents[1] / "bench" / "results" / "archive-grid100-r10-H100-2026-11-24.jsonl.xz"
 H100 = "NVIDIA H100 80GB HBM3"
 CUT = "2026-11-22T09:00"  # kernels archived before this render as today in the copy
 
@@ -40,13 +40,13 @@ def rendered_today(source: Path, target: Path, cut: str = CUT) -> Path:
 
 
 @pytest.fixture(scope="module")
-def r8_today(tmp_path_factory):
-    return rendered_today(ARCHIVE, tmp_path_factory.mktemp("fit") / "r8.jsonl.xz")
+def seed_today(tmp_path_factory):
+    return rendered_today(ARCHIVE, tmp_path_factory.mktemp("fit") / "seed.jsonl.xz")
 
 
-def test_current_keeps_only_kernels_the_template_renders_the_same_way(r8_today):
-    every = fit.archive_rows(str(r8_today), H100)
-    current = fit.archive_rows(str(r8_today), H100, current=True)
+def test_current_keeps_only_kernels_the_template_renders_the_same_way(seed_today):
+    every = fit.archive_rows(str(seed_today), H100)
+    current = fit.archive_rows(str(seed_today), H100, current=True)
     assert 0 < len(current) < len(every)
 
     def key(row):
@@ -54,22 +54,22 @@ def test_current_keeps_only_kernels_the_template_renders_the_same_way(r8_today):
         return tuple(sorted(params.items())), shape, us
 
     assert {key(r) for r in current} <= {key(r) for r in every}
-    assert not fit.archive_rows(str(r8_today), "a GPU never measured")
+    assert not fit.archive_rows(str(seed_today), "a GPU never measured")
 
 
-def test_the_fit_runs_on_the_committed_archive(capsys, r8_today):
-    assert fit.main(["--gpu-name", H100, "--sweeps", "--archive", str(r8_today), "--current"]) == 0
+def test_the_fit_runs_on_the_committed_archive(capsys, seed_today):
+    assert fit.main(["--gpu-name", H100, "--sweeps", "--archive", str(seed_today), "--current"]) == 0
     out = capsys.readouterr().out
     assert "with factors (shape left out)" in out and "factors fitted on all shapes" in out
 
 
 def test_times_measured_after_a_date_are_judged_not_fitted(capsys, tmp_path):
-    r9 = rendered_today(R9, tmp_path / "r9.jsonl.xz", cut="9999")  # every kernel renders as today
+    every = rendered_today(ARCHIVE, tmp_path / "all.jsonl.xz", cut="9999")  # every kernel renders as today
     since = "2026-11-22T14:40"
-    before = fit.archive_rows(str(r9), H100, current=True, before=since)
-    after = fit.archive_rows(str(r9), H100, current=True, since=since)
-    assert before and after and len(before) + len(after) == len(fit.archive_rows(str(r9), H100, current=True))
-    assert fit.main(["--gpu-name", H100, "--l2-mib", "50", "--sweeps", "--archive", str(r9), "--current",
+    before = fit.archive_rows(str(every), H100, current=True, before=since)
+    after = fit.archive_rows(str(every), H100, current=True, since=since)
+    assert before and after and len(before) + len(after) == len(fit.archive_rows(str(every), H100, current=True))
+    assert fit.main(["--gpu-name", H100, "--l2-mib", "50", "--sweeps", "--archive", str(every), "--current",
                      "--holdout-since", since]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert f"{len(before)} measured wgmma times" in out

@@ -11,8 +11,8 @@ import pytest
 from hgemm.bench import server_probe
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
-REPORT = RESULTS / "grid100-r8-H100-2026-11-22.json"
-ARCHIVE = RESULTS / "archive-grid100-r8-H100-2026-11-22.jsonl.xz"
+REPORT = RESULTS / "grid100-r10-H100-2026-11-24.json"  # the latest grid100 report and its seed archive
+ARCHIVE = RESULTS / "archive-grid100-r10-H100-2026-11-24.jsonl.xz"
 
 
 def test_kernel_params_come_from_the_export():

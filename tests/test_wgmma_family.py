@@ -307,7 +307,7 @@ NARROW = {**BIG, "bn": 160, "stages": 5, "epi_panels": 2}  # 128x160 tiles: C in
 def test_bn_160_stages_c_in_32_column_panels_and_fits_a_5_deep_ring():
     """160 columns are not whole 64-column panels, so C goes out in 32-column TMA boxes (64-byte swizzle):
     the two-panel ring takes 2 x 128 rows x 32 columns per consumer, which leaves room for 5 stages of
-    128x64 A and 160x64 Bt (the tile and depth of the autotuned cuBLASLt kernel, bench/NOTES.md)."""
+    128x64 A and 160x64 Bt (the tile and depth of the autotuned cuBLASLt kernel, experiments/NOTES.md)."""
     pp = {**NARROW, "pingpong": 1, "cluster_m": 2}
     assert c_panel(160) == 32 and c_panel(192) == 64
     ring = 5 * (128 * 64 * 2 + 160 * 64 * 2)
@@ -333,7 +333,7 @@ SLIM = {**BIG, "bm": 64, "bn": 32, "consumers": 1, "stages": 16, "cluster_m": 2,
 
 def test_bn_32_tiles_fit_a_16_deep_ring_and_store_c_in_one_32_column_panel():
     """64x32 tiles with a 16-deep ring and a 2x1 cluster (the tile, depth and cluster of cuBLASLt's kernel for
-    128x2048x1024, bench/NOTES.md): 12 KiB per stage, C in one 32-column TMA box per tile."""
+    128x2048x1024, experiments/NOTES.md): 12 KiB per stage, C in one 32-column TMA box per tile."""
     assert c_panel(32) == 32
     assert shared_bytes(SLIM) == 16 * (64 * 64 * 2 + 32 * 64 * 2) + 64 * 32 * 2 + (2 * 16 + 2) * 8 + 1024
     assert FAMILY.repair(SLIM)["stages"] == 16

@@ -65,7 +65,7 @@ MAX_ACC = 128  # fp32 accumulators per consumer thread (a cooperative consumer s
 MAX_ACC_PINGPONG = 192  # a ping-pong consumer holds its whole tile, up to 128 x 192
 MAX_ACC_THREE = 96  # three consumers get 160 registers each (setmaxnreg), so at most 64 x 192 each
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
-# relative to 128x256 with a 2x1 cluster (H200, bench/NOTES.md).
+# relative to 128x256 with a 2x1 cluster (H200, experiments/NOTES.md).
 TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 0.43}
 
@@ -73,7 +73,7 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 
 # What the analytic model (agent/model.py) cannot see in this kernel, as multiplicative time factors per
 # feature, fitted by bench/fit_wgmma_factors.py: TIME_FACTORS to every measured H200 time we have (variant
 # sweeps plus the grid100 archives), the default for any GPU; TIME_FACTORS_BY_GPU where a GPU's own
-# measurements rank better with their own fit (held out by shape). See bench/NOTES.md for what they buy.
+# measurements rank better with their own fit (held out by shape). See experiments/NOTES.md for what they buy.
 TIME_FEATURES = ("tma_store_epilogue", "pingpong", "dsmem_split_doublings", "workspace_split", "cluster", "stream_k")
 TIME_FACTORS = {
     "tma_store_epilogue": 0.768,
@@ -86,7 +86,7 @@ TIME_FACTORS = {
 TIME_FACTORS_BY_GPU = {
     # 1758 quick-stage times of kernels as the template renders them today (grid100 r9 archive, the search's
     # own candidates; `fit_wgmma_factors.py --current --l2-mib 50`); 309 of them come from a search that the
-    # previous fit (stream-K x0.967, from 23 times) sent after stream-K (bench/NOTES.md item 36)
+    # previous fit (stream-K x0.967, from 23 times) sent after stream-K (experiments/NOTES.md item 36)
     "NVIDIA H100 80GB HBM3": {
         "tma_store_epilogue": 0.729,
         "pingpong": 0.988,
@@ -259,7 +259,7 @@ class WgmmaFamily(Family):
         return inline_includes(super().render(params))
 
     def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params | None:
-        """The measured-best configuration class for the shape (H200 sweeps, bench/NOTES.md), or None
+        """The measured-best configuration class for the shape (H200 sweeps, experiments/NOTES.md), or None
         when no tile divides it.
 
         - Enough 128x256 tiles for every SM (and M % 256 == 0): 128x256, two consumers, 2x1 cluster
@@ -291,14 +291,14 @@ class WgmmaFamily(Family):
         params = {**base, "bm": bm, "bn": bn, "consumers": consumers}
         if (bm, bn) == (128, 256):
             # C through the two-panel ring leaves room for a 4-deep ring (3 with the whole tile staged);
-            # H100: 12288x256x16384 191 -> 181 us, 512x8192x2048 29.9 -> 27.8 us (bench/NOTES.md).
+            # H100: 12288x256x16384 191 -> 181 us, 512x8192x2048 29.9 -> 27.8 us (experiments/NOTES.md).
             params["epi_panels"] = 2
             if M % 256 == 0:
                 params["cluster_m"] = 2
                 waves_192, waves_256 = -(-(M // 128) * -(-N // 192) // sms), -(-tiles // sms)
                 if waves_192 * 192 <= waves_256 * 256:
                     # Each consumer its own 128x192 tile (H100: 12288x4096x512 86.4 -> 80.8 us,
-                    # 16384x16384x1024 761 -> 741 us; bench/NOTES.md).
+                    # 16384x16384x1024 761 -> 741 us; experiments/NOTES.md).
                     params.update(bn=192, pingpong=1)
         if k_blocks <= 4 and M % 128 == 0 and N % 128 == 0 and (M // 128) * (N // 128) >= 2 * sms:
             # Short K, many tiles: the epilogue costs as much as the main loop, and ping-pong consumers
