@@ -1,4 +1,4 @@
-"""The four baselines, each a graph-capturable contender on the same inputs as the candidate.
+"""The four baselines, each captured in graphs over the same slots, inputs and outputs as the candidate.
 
 - torch_nn: torch.matmul(A, B)             (cuBLAS, both operands row-major)
 - torch_tn: torch.matmul(A, Bt.T)          (cuBLAS on the transposed copy of B)
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import torch
 
@@ -25,12 +26,18 @@ LT_CANDIDATES = 100
 
 
 class Baselines:
-    def __init__(self, A, B, Bt, M: int, N: int, K: int, gpu_key: str, stream: torch.cuda.Stream, l2_bytes: int):
-        self.out = torch.empty(M, N, dtype=torch.float16, device="cuda")
-        self.contenders: dict[str, Callable[[], None]] = {
-            "torch_nn": lambda: torch.mm(A, B, out=self.out),
-            "torch_tn": lambda: torch.mm(A, Bt.t(), out=self.out),
+    """The baselines on a judge Problem: `graphs(slots)` captures each of them over slots 0..slots-1 (one
+    launch per slot, each on that slot's A and output), as the candidate's timing graph does."""
+
+    def __init__(self, problem, gpu_key: str, l2_bytes: int):
+        p = problem
+        M, N, K, stream = p.M, p.N, p.K, p.stream
+        self.problem = p
+        self.calls: dict[str, Callable[[int], None]] = {
+            "torch_nn": lambda i: torch.mm(p.a_ring[i], p.b, out=p.c[i]),
+            "torch_tn": lambda i: torch.mm(p.a_ring[i], p.bt.t(), out=p.c[i]),
         }
+        self._graphs: dict[int, dict[str, torch.cuda.CUDAGraph]] = {}
         self.missing: dict[str, str] = {}
         self._mm = None
         try:
@@ -39,26 +46,58 @@ class Baselines:
             self.missing = {b: f"nvmath-python not importable: {e}" for b in ("lt_heuristic", "lt_autotuned")}
             return
         with torch.cuda.stream(stream):
-            mm = Matmul(A, B, stream=stream)
+            mm = Matmul(p.a, p.b, stream=stream)
             algos = mm.plan(preferences=MatmulPlanPreferences(limit=LT_CANDIDATES), stream=stream)
         self._mm = mm
         self.lt_count = len(algos)
-        self.contenders["lt_heuristic"] = lambda: mm.execute(algorithm=algos[0], stream=stream)
-        best = self._autotuned_index(algos, gpu_key, M, N, K, stream, l2_bytes)
-        self.lt_best_index = best
-        self.contenders["lt_autotuned"] = lambda: mm.execute(algorithm=algos[best], stream=stream)
 
-    def _autotuned_index(self, algos, gpu_key, M, N, K, stream, l2_bytes) -> int:
+        def lt(algorithm):
+            def call(i: int) -> None:
+                mm.reset_operands_unchecked(a=p.a_ring[i], b=p.b, stream=stream)
+                mm.execute(algorithm=algorithm, stream=stream)
+
+            return call
+
+        self.calls["lt_heuristic"] = lt(algos[0])
+        contenders = {str(i): (lambda a=a: mm.execute(algorithm=a, stream=stream)) for i, a in enumerate(algos)}
+        best = self._autotuned_index(contenders, gpu_key, M, N, K, stream, l2_bytes)
+        self.lt_best_index = best
+        self.calls["lt_autotuned"] = lt(algos[best])
+
+    @property
+    def contenders(self) -> dict[str, Callable[[], None]]:
+        """Zero-argument calls at slot 0 (for probes that time the baselines on fixed inputs)."""
+        return {name: (lambda call=call: call(0)) for name, call in self.calls.items()}
+
+    @classmethod
+    def on_tensors(cls, A, B, Bt, gpu_key: str, stream, l2_bytes: int) -> Baselines:
+        """Baselines on plain tensors (one slot), for probes outside the judge."""
+        (M, K), N = A.shape, B.shape[1]
+        out = torch.empty(M, N, dtype=torch.float16, device="cuda")
+        return cls(SimpleNamespace(M=M, N=N, K=K, stream=stream, a=A, b=B, bt=Bt, a_ring=[A], c=[out]), gpu_key,
+                   l2_bytes)
+
+    def graphs(self, slots: int) -> dict[str, torch.cuda.CUDAGraph]:
+        """One graph per baseline calling it once per slot (captured once per slot count)."""
+        from hgemm.evaluator.timing import capture
+
+        if slots not in self._graphs:
+            stream = self.problem.stream
+            self._graphs[slots] = {
+                name: capture(lambda call=call: [call(i) for i in range(slots)], 1, stream)
+                for name, call in self.calls.items()
+            }
+        return self._graphs[slots]
+
+    def _autotuned_index(self, contenders, gpu_key, M, N, K, stream, l2_bytes) -> int:
         cache = state_dir("baselines") / f"{gpu_key}.json"
         table = json.loads(cache.read_text()) if cache.exists() else {}
         key = f"{M}x{N}x{K}"
         hit = table.get(key)
-        if hit and hit.get("count") == len(algos) and hit["index"] < len(algos):
+        if hit and hit.get("count") == len(contenders) and hit["index"] < len(contenders):
             return hit["index"]
-        mm = self._mm
-        contenders = {str(i): (lambda a=a: mm.execute(algorithm=a, stream=stream)) for i, a in enumerate(algos)}
         best, median_us, mode = pick_fastest(contenders, stream, l2_bytes)
-        table[key] = {"index": best, "count": len(algos), "median_us": median_us, "mode": mode}
+        table[key] = {"index": best, "count": len(contenders), "median_us": median_us, "mode": mode}
         write_text_atomic(cache, json.dumps(table, indent=1))
         return best
 

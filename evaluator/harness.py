@@ -94,25 +94,7 @@ class Problem:
     def draw(self, kind: str) -> torch.Tensor:
         """Fill A, B (and Bt = B^T) in place with fresh values; return the float64 reference."""
         self.draws += 1
-        g = self.gen
-        M, N, K = self.M, self.N, self.K
-        if kind == "randn":
-            a = torch.randn(M, K, generator=g, device="cuda")
-            b = torch.randn(K, N, generator=g, device="cuda")
-        elif kind == "uniform":
-            a = torch.rand(M, K, generator=g, device="cuda") * 2 - 1
-            b = torch.rand(K, N, generator=g, device="cuda") * 2 - 1
-        elif kind == "large":  # positive, sums near 8000: fp16 accumulation loses several bits here
-            s = math.sqrt(4 * 8000 / K)
-            a = torch.rand(M, K, generator=g, device="cuda") * s
-            b = torch.rand(K, N, generator=g, device="cuda") * s
-        else:
-            raise ValueError(kind)
-        self.a.copy_(a)
-        self.b.copy_(b)
-        self.bt.copy_(self.b.t())
-        torch.cuda.synchronize()
-        return self.a.double() @ self.b.double()
+        return draw_into(self.a, self.b, self.bt, kind, self.gen)
 
     def prepare_call(self) -> None:
         """Poison C and fill the workspace with garbage, on the problem's stream."""
@@ -133,34 +115,69 @@ class Problem:
     def verify(self, ref: torch.Tensor, inputs: tuple[torch.Tensor, ...], ref_err: tuple[float, float],
                label: str, previous: torch.Tensor | None = None) -> tuple[float, float]:
         """Raise CheckFailed unless C holds a complete, correct answer; return (fro, max) errors."""
-        c = self.c
-        unwritten = int((c.view(torch.int16) == POISON).sum())
-        if unwritten:
-            if previous is not None and unwritten == c.numel():
-                raise CheckFailed("stale_result", f"{label}: a repeated call at the same pointers wrote nothing "
-                                  "(work skipped, cached, or left outside the graph)")
-            raise CheckFailed("unwritten_output", f"{label}: {unwritten} of {c.numel()} elements of C never written")
-        for name, buf in (("A", self.A), ("B", self.B), ("Bt", self.Bt), ("C", self.C), ("workspace", self.W)):
-            if not buf.intact():
-                raise CheckFailed("out_of_bounds", f"{label}: guard band around {name} overwritten")
-        for name, now, before in zip(("A", "B", "Bt"), (self.a, self.b, self.bt), inputs):
-            if not torch.equal(now.view(torch.int16), before.view(torch.int16)):
-                raise CheckFailed("input_modified", f"{label}: input {name} was modified")
-        if not bool(torch.isfinite(c).all()):
-            bad = int((~torch.isfinite(c)).sum())
-            raise CheckFailed("incorrect", f"{label}: {bad} elements of C are NaN or Inf")
-        fro, mx = errors(c, ref)
-        fro_bound = 2 * ref_err[0] + FRO_FLOOR
-        max_bound = 2 * ref_err[1] + MAX_FLOOR
-        if fro > fro_bound or mx > max_bound:
-            if previous is not None and torch.equal(c, previous):
-                raise CheckFailed("stale_result", f"{label}: C holds the previous call's result after new inputs")
-            raise CheckFailed(
-                "incorrect",
-                f"{label}: relative error {fro:.3g} (bound {fro_bound:.3g}), max error {mx:.3g} "
-                f"(bound {max_bound:.3g}); cuBLAS on the same inputs: {ref_err[0]:.3g}, {ref_err[1]:.3g}",
-            )
-        return fro, mx
+        broken = next((name for name, buf in (("A", self.A), ("B", self.B), ("Bt", self.Bt), ("C", self.C),
+                                              ("workspace", self.W)) if not buf.intact()), None)
+        return verify_result(self.c, ref, ref_err, label, previous, (self.a, self.b, self.bt), inputs, broken)
+
+
+def verify_result(c: torch.Tensor, ref: torch.Tensor, ref_err: tuple[float, float], label: str,
+                  previous: torch.Tensor | None, inputs_now: tuple[torch.Tensor, ...],
+                  inputs_before: tuple[torch.Tensor, ...], broken_guard: str | None) -> tuple[float, float]:
+    """Raise CheckFailed unless `c` is a complete, correct answer for `ref`, the inputs are unchanged and
+    no guard band was touched; return the (fro, max) errors. `previous` is the last verified output."""
+    unwritten = int((c.view(torch.int16) == POISON).sum())
+    if unwritten:
+        if previous is not None and unwritten == c.numel():
+            raise CheckFailed("stale_result", f"{label}: a repeated call at the same pointers wrote nothing "
+                              "(work skipped, cached, or left outside the graph)")
+        raise CheckFailed("unwritten_output", f"{label}: {unwritten} of {c.numel()} elements of C never written")
+    if broken_guard:
+        raise CheckFailed("out_of_bounds", f"{label}: guard band around {broken_guard} overwritten")
+    for name, now, before in zip(("A", "B", "Bt"), inputs_now, inputs_before):
+        if not torch.equal(now.view(torch.int16), before.view(torch.int16)):
+            raise CheckFailed("input_modified", f"{label}: input {name} was modified")
+    if not bool(torch.isfinite(c).all()):
+        bad = int((~torch.isfinite(c)).sum())
+        raise CheckFailed("incorrect", f"{label}: {bad} elements of C are NaN or Inf")
+    fro, mx = errors(c, ref)
+    fro_bound = 2 * ref_err[0] + FRO_FLOOR
+    max_bound = 2 * ref_err[1] + MAX_FLOOR
+    if fro > fro_bound or mx > max_bound:
+        if previous is not None and torch.equal(c, previous):
+            raise CheckFailed("stale_result", f"{label}: C holds the previous call's result after new inputs")
+        raise CheckFailed(
+            "incorrect",
+            f"{label}: relative error {fro:.3g} (bound {fro_bound:.3g}), max error {mx:.3g} "
+            f"(bound {max_bound:.3g}); cuBLAS on the same inputs: {ref_err[0]:.3g}, {ref_err[1]:.3g}",
+        )
+    return fro, mx
+
+
+def draw_into(a: torch.Tensor, b: torch.Tensor, bt: torch.Tensor | None, kind: str,
+              gen: torch.Generator) -> torch.Tensor:
+    """Fill a (M×K), b (K×N) and bt (= bᵀ, when given) with a fresh draw of `kind`; return a·b in float64.
+
+    randn and uniform are the usual draws; `large` is positive with row sums near 8000, where fp16
+    accumulation loses several bits."""
+    (M, K), N = a.shape, b.shape[1]
+    if kind == "randn":
+        a32 = torch.randn(M, K, generator=gen, device="cuda")
+        b32 = torch.randn(K, N, generator=gen, device="cuda")
+    elif kind == "uniform":
+        a32 = torch.rand(M, K, generator=gen, device="cuda") * 2 - 1
+        b32 = torch.rand(K, N, generator=gen, device="cuda") * 2 - 1
+    elif kind == "large":
+        s = math.sqrt(4 * 8000 / K)
+        a32 = torch.rand(M, K, generator=gen, device="cuda") * s
+        b32 = torch.rand(K, N, generator=gen, device="cuda") * s
+    else:
+        raise ValueError(kind)
+    a.copy_(a32)
+    b.copy_(b32)
+    if bt is not None:
+        bt.copy_(b.t())
+    torch.cuda.synchronize()
+    return a.double() @ b.double()
 
 
 def errors(c: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
@@ -171,9 +188,9 @@ def errors(c: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return float(d.norm()) / denom, float(d.abs().max()) / top
 
 
-def cublas_error(p: Problem, ref: torch.Tensor) -> tuple[float, float]:
-    """cuBLAS's own error on the current inputs (fp32 accumulation, no reduced-precision reduction)."""
+def cublas_error(a: torch.Tensor, b: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+    """cuBLAS's own error on these inputs (fp32 accumulation, no reduced-precision reduction)."""
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-    out = torch.mm(p.a, p.b)
+    out = torch.mm(a, b)
     torch.cuda.synchronize()
     return errors(out, ref)

@@ -35,6 +35,7 @@ class LocalEvaluator:
         self._shape: tuple[int, int, int] | None = None
         self.prepared: dict | None = None
         self._empty_lib: str | None = None
+        self._runner_shim: str | None = None
 
     def __enter__(self) -> LocalEvaluator:
         return self
@@ -89,8 +90,9 @@ class LocalEvaluator:
             return
         if self._empty_lib is None:
             self._empty_lib = _compile_shim("empty.cu")
+            self._runner_shim = _compile_shim("runner.cu", trusted=True)
         reply = self.worker.request("prepare", PREPARE_TIMEOUT_S, M=M, N=N, K=K, empty_lib=self._empty_lib,
-                                    baselines=self.baselines)
+                                    runner_shim=self._runner_shim, baselines=self.baselines)
         self._info = GpuInfo(**reply["gpu"])
         self.prepared = reply
         self._shape = (M, N, K)
@@ -101,15 +103,19 @@ class LocalEvaluator:
         cid = rec.kernel_hash
         try:
             self._prepare(M, N, K)
-            result = self.worker.request("check", _check_timeout(M, N, K), cid=cid, lib=lib, stage=stage)
+            result = self.worker.request("check", 60.0 + 8 * _check_timeout(M, N, K), cid=cid, lib=lib, stage=stage)
             rec.max_rel_err = result.get("max_rel_err")
             rec.ref_rel_err = result.get("ref_rel_err")
             if result["failure"]:
                 rec.fail(*result["failure"])
                 return
             rec.correct = True
-            times = self.worker.request("time", 120.0 + _check_timeout(M, N, K), cid=cid, modes=list(modes), stage=stage)
+            times = self.worker.request("time", 300.0 + 4 * _check_timeout(M, N, K), cid=cid, modes=list(modes), stage=stage)
             self.worker.request("forget", 10.0, cid=cid)
+            if times.get("failure"):  # a timed launch did not do its work, or the runner died
+                rec.correct = False
+                rec.fail(*times["failure"])
+                return
             if "disturbed" in times:  # a correct kernel left without an honest time (a busy host)
                 rec.fail("timing_disturbed", times["disturbed"])
                 return
@@ -150,13 +156,14 @@ class LocalEvaluator:
         }
 
 
-def _compile_shim(name: str) -> str:
+def _compile_shim(name: str, trusted: bool = False) -> str:
+    """Build one of the evaluator's own libraries (`trusted`: not a candidate, so not held to the contract)."""
     from importlib import resources
 
-    from hgemm.evaluator.compile import compile_source
+    from hgemm.evaluator.compile import compile_source, compile_trusted
 
     src = resources.files("hgemm.evaluator").joinpath("shims", name).read_text()
-    result = compile_source(src)
+    result = compile_trusted(src) if trusted else compile_source(src)
     if not result.ok:
         raise RuntimeError(f"evaluator shim {name} failed to compile:\n{result.log}")
     return result.lib_path

@@ -1,25 +1,19 @@
-"""The one timing module: every contender (candidate or baseline) is timed here, the same way.
+"""The one timing module: every contender, candidate or baseline, is sampled by the loops here.
 
-A contender is a zero-argument callable that enqueues its GPU work on the current stream
-and is capturable in a CUDA graph. Host work (planning, argument marshalling) never
-counts: each contender is captured once, and only graph replays are timed.
+A sampling loop drives a `Device`: one stream on which it records events, replays a contender's graph
+and enqueues the evaluator's own work between samples. The judge (baselines) and each runner (one
+candidate) use the same loops on the same seeds; the runner imports this module without torch.
 
-- offline: `reps` launches back to back in one graph (warm L2); each sample is one replay
-  timed with events, divided by `reps`; contenders interleaved sample by sample.
-- server: before each sample the L2 is flushed by writing a buffer of at least twice its
-  size, and the host sleeps an exponential random gap with the GPU idle; then one
-  single-launch graph replay is timed with events. At least 30 samples per contender.
-
-Reported: median, p10, p90 (microseconds) over samples.
-
-A server sample counts only if the host had enqueued its whole timed section (start event, replay, end event)
-before the GPU reached the start event: otherwise the GPU idled inside the window waiting for the host (a busy
-host: compiles running beside the timing), and the sample would time the host. A short spin kernel before the
-flush gives the host that head start; a sample taken without it is dropped and taken again, up to RETRIES
-times, and the spin of every later sample of the call is made longer (up to about a millisecond); a contender
-left with fewer than half its samples raises TimingDisturbed. The garbage collector is paused while samples
-are taken. (Offline samples need no such check: the replays queue back to back behind a warm-up replay, and a
-host stall, divided by the graph's launches, reaches the median only if it lasts through most of the samples.)
+- offline: each sample is one replay of a graph of back-to-back launches, divided by its launch count;
+  contenders rotate sample by sample.
+- server: before each sample the host idles for an exponential random gap, the GPU spins to give the
+  host a head start, the L2 is flushed by writing at least twice its size, then one single-launch replay
+  is timed. A sample counts only if the host had enqueued the whole timed section before the GPU reached
+  its start event; otherwise it is dropped, taken again (up to RETRIES times) and the head start grows.
+  A contender left with fewer than half its samples raises TimingDisturbed.
+- Before every sample, `Device.refresh(seed)` gives the inputs new values and poisons the outputs, outside
+  the timed window; after it, `Device.after(...)` may record what the judge needs to check that sample.
+- Reported: median, p10 and p90 of the samples, in microseconds.
 """
 
 from __future__ import annotations
@@ -27,13 +21,11 @@ from __future__ import annotations
 import gc
 import random
 import time
-from collections.abc import Callable
-
-import torch
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from hgemm.core.record import Stats
 
-Contender = Callable[[], None]
 RETRIES = 3  # attempts per server sample, at most, before giving up on it
 HEAD_START_CYCLES = 100_000  # a one-thread spin (about 50-100 us) before each flush: the host's head start
 MAX_HEAD_START_CYCLES = 1_600_000  # what the head start grows to, at most, once samples are dropped (~1 ms)
@@ -44,18 +36,35 @@ class TimingDisturbed(RuntimeError):
     """The host could not keep ahead of the GPU for enough samples: no honest time to report."""
 
 
-def _enqueue_timed(graph: torch.cuda.CUDAGraph, stream: torch.cuda.Stream):
-    """Record start, replay `graph`, record end; return the two events and whether the sample is
-    clean (the start event had not yet completed once everything was enqueued)."""
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record(stream)
-    graph.replay()
-    e.record(stream)
-    clean = not s.query()
-    if not clean:
-        global dropped_samples
-        dropped_samples += 1
-    return s, e, clean
+class Device(Protocol):
+    """One stream and what a sampling loop enqueues on it."""
+
+    def event(self) -> object: ...
+    def record(self, event: object) -> None: ...
+    def done(self, event: object) -> bool: ...
+    def elapsed_us(self, start: object, end: object) -> float: ...
+    def wait(self, event: object) -> None: ...
+    def sync(self) -> None: ...
+    def spin(self, cycles: int) -> None: ...
+    def flush(self) -> None: ...
+    def replay(self, name: str) -> None: ...
+    def refresh(self, seed: int) -> None: ...
+    def after(self, name: str, sample: int, seed: int) -> None: ...
+
+
+def quantiles(samples: Sequence[float]) -> Stats:
+    """Median, p10 and p90 (linear interpolation, as numpy and torch compute them)."""
+    v = sorted(samples)
+    if not v:
+        raise ValueError("no samples")
+
+    def q(p: float) -> float:
+        x = p * (len(v) - 1)
+        lo = int(x)
+        hi = min(lo + 1, len(v) - 1)
+        return v[lo] + (v[hi] - v[lo]) * (x - lo)
+
+    return Stats(median_us=q(0.5), p10_us=q(0.1), p90_us=q(0.9), n=len(v))
 
 
 def _enough(name: str, got: int, wanted: int) -> None:
@@ -66,9 +75,129 @@ def _enough(name: str, got: int, wanted: int) -> None:
         )
 
 
-def capture(fn: Contender, reps: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
-    """Capture `reps` back-to-back calls of fn into one graph on `stream`, after one eager
-    warm-up call (library handles and workspaces are created outside the capture)."""
+def offline_samples(dev: Device, names: Sequence[str], seeds: Sequence[int], launches: dict[str, int],
+                    first: int = 0) -> dict[str, list[float]]:
+    """One sample per seed for each contender, rotating the order; microseconds per launch.
+    `first` numbers the samples (the witness slot of sample i is first + i)."""
+    names = list(names)
+    pending: dict[str, list[tuple[object, object]]] = {n: [] for n in names}
+    for i, seed in enumerate(seeds):
+        k = i % len(names)
+        for name in names[k:] + names[:k]:
+            dev.refresh(seed)
+            start, end = dev.event(), dev.event()
+            dev.record(start)
+            dev.replay(name)
+            dev.record(end)
+            dev.after(name, first + i, seed)
+            pending[name].append((start, end))
+    dev.sync()
+    return {n: [dev.elapsed_us(s, e) / launches[n] for s, e in ev] for n, ev in pending.items()}
+
+
+def server_samples(dev: Device, names: Sequence[str], seeds: Sequence[int], rng: random.Random,
+                   mean_gap_us: float = 200.0, first: int = 0, require: bool = True) -> dict[str, list[float]]:
+    """One clean single-launch sample per seed for each contender, after an L2 flush and a random gap."""
+    global dropped_samples
+    names = list(names)
+    out: dict[str, list[float]] = {n: [] for n in names}
+    head_start = HEAD_START_CYCLES
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for i, seed in enumerate(seeds):
+            order = names[:]
+            rng.shuffle(order)
+            for name in order:
+                for _attempt in range(RETRIES):
+                    dev.sync()
+                    time.sleep(rng.expovariate(1.0 / mean_gap_us) * 1e-6)  # GPU idle, at random intervals
+                    dev.refresh(seed)
+                    dev.spin(head_start)  # touches no memory
+                    dev.flush()
+                    start, end = dev.event(), dev.event()
+                    dev.record(start)
+                    dev.replay(name)
+                    dev.record(end)
+                    clean = not dev.done(start)
+                    dev.after(name, first + i, seed)
+                    dev.wait(end)
+                    if clean:
+                        out[name].append(dev.elapsed_us(start, end))
+                        break
+                    dropped_samples += 1
+                    head_start = min(4 * head_start, MAX_HEAD_START_CYCLES)  # the host needs longer
+    finally:
+        if collecting:
+            gc.enable()
+    if require:
+        for n, v in out.items():
+            _enough(n, len(v), len(seeds))
+    return out
+
+
+def reps_for(estimate_us: float, target_us: float = 300.0, max_reps: int = 200) -> int:
+    """Launches per offline graph so one replay lasts about target_us."""
+    return int(max(1, min(max_reps, target_us // max(estimate_us, 0.5))))
+
+
+def seeds_for(count: int, rng: random.Random) -> list[int]:
+    return [rng.getrandbits(63) for _ in range(count)]
+
+
+# -- trusted callables through torch (GPU facts, autotuning, probes) -----------------------------------
+
+Contender = Callable[[], None]
+
+
+class TorchDevice:
+    """A Device over a torch stream whose contenders are captured torch callables; inputs never change
+    (for the evaluator's own measurements and probes, not for candidates)."""
+
+    def __init__(self, stream, graphs: dict[str, object], flush: Contender | None = None):
+        import torch
+
+        self.torch, self.stream, self.graphs, self._flush = torch, stream, graphs, flush
+
+    def event(self):
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def record(self, event) -> None:
+        event.record(self.stream)
+
+    def done(self, event) -> bool:
+        return event.query()
+
+    def elapsed_us(self, start, end) -> float:
+        return start.elapsed_time(end) * 1000.0
+
+    def wait(self, event) -> None:
+        event.synchronize()
+
+    def sync(self) -> None:
+        self.stream.synchronize()
+
+    def spin(self, cycles: int) -> None:
+        self.torch.cuda._sleep(cycles)
+
+    def flush(self) -> None:
+        self._flush()
+
+    def replay(self, name: str) -> None:
+        self.graphs[name].replay()
+
+    def refresh(self, seed: int) -> None:
+        pass
+
+    def after(self, name: str, sample: int, seed: int) -> None:
+        pass
+
+
+def capture(fn: Contender, reps: int, stream):
+    """Capture `reps` back-to-back calls of fn into one graph on `stream`, after one eager warm-up call
+    (library handles and workspaces are created outside the capture)."""
+    import torch
+
     with torch.cuda.stream(stream):
         fn()
     stream.synchronize()
@@ -80,19 +209,10 @@ def capture(fn: Contender, reps: int, stream: torch.cuda.Stream) -> torch.cuda.C
     return graph
 
 
-def _stats(samples_us: list[float]) -> Stats:
-    t = torch.tensor(samples_us, dtype=torch.float64)
-    q = torch.quantile(t, torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)).tolist()
-    return Stats(median_us=q[1], p10_us=q[0], p90_us=q[2], n=len(samples_us))
-
-
-def reps_for(estimate_us: float, target_us: float = 300.0, max_reps: int = 200) -> int:
-    """Launches per offline graph so one replay lasts about target_us."""
-    return int(max(1, min(max_reps, target_us // max(estimate_us, 0.5))))
-
-
-def estimate_us(fn: Contender, stream: torch.cuda.Stream) -> float:
+def estimate_us(fn: Contender, stream) -> float:
     """A rough single-call time (eager, events), used only to size graphs."""
+    import torch
+
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     with torch.cuda.stream(stream):
         fn()
@@ -104,81 +224,42 @@ def estimate_us(fn: Contender, stream: torch.cuda.Stream) -> float:
     return start.elapsed_time(end) * 1000.0 / 3
 
 
-def time_offline(
-    contenders: dict[str, Contender], stream: torch.cuda.Stream, samples: int = 15, reps: int | None = None
-) -> dict[str, Stats]:
-    graphs: dict[str, tuple[torch.cuda.CUDAGraph, int]] = {}
-    for name, fn in contenders.items():
-        r = reps or reps_for(estimate_us(fn, stream))
-        graphs[name] = (capture(fn, r, stream), r)
-    events = {n: [] for n in graphs}
-    names = list(graphs)
-    with torch.cuda.stream(stream):
-        for g, _ in graphs.values():  # warm-up replay
-            g.replay()
-        for i in range(samples):
-            order = names[i % len(names) :] + names[: i % len(names)]
-            for name in order:
-                g, _ = graphs[name]
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record(stream)
-                g.replay()
-                e.record(stream)
-                events[name].append((s, e))
-    stream.synchronize()
-    return {n: _stats([s.elapsed_time(e) * 1000.0 / graphs[n][1] for s, e in ev]) for n, ev in events.items()}
-
-
 class Flusher:
     """Evicts the L2 by writing a buffer of at least twice its size."""
 
     def __init__(self, l2_bytes: int):
+        import torch
+
         self.buf = torch.empty(max(2 * l2_bytes, 64 << 20) // 4, dtype=torch.int32, device="cuda")
 
     def __call__(self) -> None:
         self.buf.fill_(random.randrange(1 << 30))
 
 
-def time_server(
-    contenders: dict[str, Contender],
-    stream: torch.cuda.Stream,
-    l2_bytes: int,
-    samples: int = 30,
-    mean_gap_us: float = 200.0,
-    seed: int = 0,
-    flush: Contender | None = None,
-) -> dict[str, Stats]:
-    """`flush` replaces the L2 flush before each sample (for probes of what server mode costs)."""
-    rng = random.Random(seed)
-    flush = flush or Flusher(l2_bytes)
+def time_offline(contenders: dict[str, Contender], stream, samples: int = 15, reps: int | None = None
+                 ) -> dict[str, Stats]:
+    """Back-to-back replays of trusted callables on fixed inputs (a warm-up replay first)."""
+    import torch
+
+    launches = {n: reps or reps_for(estimate_us(fn, stream)) for n, fn in contenders.items()}
+    graphs = {n: capture(fn, launches[n], stream) for n, fn in contenders.items()}
+    dev = TorchDevice(stream, graphs)
+    with torch.cuda.stream(stream):
+        for g in graphs.values():
+            g.replay()
+        raw = offline_samples(dev, list(graphs), [0] * samples, launches)
+    return {n: quantiles(v) for n, v in raw.items()}
+
+
+def time_server(contenders: dict[str, Contender], stream, l2_bytes: int, samples: int = 30,
+                mean_gap_us: float = 200.0, seed: int = 0, flush: Contender | None = None) -> dict[str, Stats]:
+    """Single launches of trusted callables after an L2 flush (`flush` replaces it, for probes)."""
+    import torch
+
     graphs = {name: capture(fn, 1, stream) for name, fn in contenders.items()}
-    out: dict[str, list[float]] = {n: [] for n in graphs}
-    names = list(graphs)
-    head_start = HEAD_START_CYCLES
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        with torch.cuda.stream(stream):
-            for g in graphs.values():
-                g.replay()
-            for _ in range(samples):
-                rng.shuffle(names)
-                for name in names:
-                    for _attempt in range(RETRIES):
-                        stream.synchronize()
-                        time.sleep(rng.expovariate(1.0 / mean_gap_us) * 1e-6)  # GPU idle, at random intervals
-                        torch.cuda._sleep(head_start)  # touches no memory
-                        flush()
-                        s, e, clean = _enqueue_timed(graphs[name], stream)
-                        e.synchronize()
-                        if clean:
-                            out[name].append(s.elapsed_time(e) * 1000.0)
-                            break
-                        head_start = min(4 * head_start, MAX_HEAD_START_CYCLES)  # the host needs longer
-    finally:
-        if collecting:
-            gc.enable()
-    del flush
-    for n, v in out.items():
-        _enough(n, len(v), samples)
-    return {n: _stats(v) for n, v in out.items()}
+    dev = TorchDevice(stream, graphs, flush or Flusher(l2_bytes))
+    with torch.cuda.stream(stream):
+        for g in graphs.values():
+            g.replay()
+        raw = server_samples(dev, list(graphs), [0] * samples, random.Random(seed), mean_gap_us)
+    return {n: quantiles(v) for n, v in raw.items()}

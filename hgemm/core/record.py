@@ -34,6 +34,7 @@ FAILURE_KINDS = (
     "incorrect",  # error above the bound calibrated on cuBLAS
     "stale_result",  # a re-run on new values at the same pointers returned old values
     "incomplete_on_event",  # the result was not complete when an event after the call completed
+    "early_read",  # read inputs before the kernel ahead of it on the stream had written them
     "sanitizer",  # compute-sanitizer reported an error
     "suspicious_speed",  # faster than the physical floor
     "timing_disturbed",  # correct, but the host fell behind the GPU in most timed samples: no honest time

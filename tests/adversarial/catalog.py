@@ -2,6 +2,8 @@
 
 Each adversarial `.cu` opens with `// CHEAT: <how it cheats or breaks>` and
 `// EXPECT: <failure kind>[|<alternative>...]`; each honest one with `// HONEST: <what it is>`.
+`// EXPECT: no_gain` plus `// TWIN: <honest kernel>` marks a cheat the evaluator makes pointless rather
+than refuses: it must be accepted, and timed no faster than its honest twin.
 `adversarial()` and `honest()` read and validate these headers, so a malformed kernel file
 fails every test that uses it.
 """
@@ -22,7 +24,8 @@ class KernelFile:
     path: Path
     source: str
     summary: str  # the CHEAT or HONEST line
-    expect: tuple[str, ...] = ()  # accepted failure kinds; empty for honest kernels
+    expect: tuple[str, ...] = ()  # accepted failure kinds; empty for honest kernels; ("no_gain",) for neutralised
+    twin: str = ""  # for no_gain: the honest kernel it must not beat
 
     @property
     def static(self) -> bool:
@@ -42,10 +45,16 @@ def adversarial() -> list[KernelFile]:
     kernels = []
     for path in sorted((TESTS / "adversarial").glob("*.cu")):
         expect = tuple(k.strip() for k in _header(path, 1, "EXPECT").split("|"))
-        unknown = [k for k in expect if k not in FAILURE_KINDS]
-        if unknown:
-            raise ValueError(f"{path.name}: EXPECT names unknown failure kinds {unknown}")
-        kernels.append(KernelFile(path.stem, path, path.read_text(), _header(path, 0, "CHEAT"), expect))
+        twin = ""
+        if expect == ("no_gain",):
+            twin = _header(path, 2, "TWIN")
+            if not (TESTS / "honest" / f"{twin}.cu").is_file():
+                raise ValueError(f"{path.name}: TWIN names no honest kernel {twin!r}")
+        else:
+            unknown = [k for k in expect if k not in FAILURE_KINDS]
+            if unknown:
+                raise ValueError(f"{path.name}: EXPECT names unknown failure kinds {unknown}")
+        kernels.append(KernelFile(path.stem, path, path.read_text(), _header(path, 0, "CHEAT"), expect, twin))
     return kernels
 
 

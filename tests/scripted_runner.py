@@ -1,0 +1,53 @@
+"""A runner that misbehaves on request, for tests of the judge's runner client (no GPU).
+
+    python scripted_runner.py BEHAVIOUR --requests FD --replies FD
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+
+def main() -> None:
+    behaviour = sys.argv[1]
+    requests = os.fdopen(int(sys.argv[sys.argv.index("--requests") + 1]), "r")
+    replies = os.fdopen(int(sys.argv[sys.argv.index("--replies") + 1]), "w")
+
+    def say(text: str) -> None:
+        replies.write(text + "\n")
+        replies.flush()
+
+    if behaviour == "not_ready":
+        say(json.dumps({"ready": False, "error": "no GPU"}))
+        return
+    say(json.dumps({"ready": True}))
+    for line in requests:
+        op = json.loads(line)["op"]
+        if op == "quit":
+            return
+        if behaviour == "honest":
+            say(json.dumps({"ok": True, "rc": 0, "us": [1.5, 2.5]}))
+        elif behaviour == "garbage":
+            say("this is not json")
+        elif behaviour == "list":
+            say("[1, 2, 3]")
+        elif behaviour == "huge":
+            replies.write("x" * (3 << 20))
+            replies.flush()
+        elif behaviour == "hang":
+            time.sleep(3600)
+        elif behaviour == "segfault":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        elif behaviour == "bad_numbers":
+            say(json.dumps({"ok": True, "rc": True, "us": [1.0, float("nan"), -3]}))
+        elif behaviour == "cuda_error":
+            say(json.dumps({"ok": False, "cuda_error": "cudaErrorIllegalAddress"}))
+            return
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The sampling loops of evaluator/timing.py on a scripted device (no GPU): order, refreshes before every
+sample, witnesses after it, dropped server samples taken again, and too few clean samples refused."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from hgemm.evaluator import timing
+
+
+class ScriptedDevice:
+    """A timing.Device whose events carry scripted times; `late` names the samples whose start event had
+    already completed when the host finished enqueuing them (the host fell behind)."""
+
+    def __init__(self, times: dict[str, float], late=lambda n: False):
+        self.times, self.late = times, late
+        self.log: list[tuple] = []
+        self.clock = 0.0
+        self.samples = 0
+        self.current: str | None = None
+
+    def event(self):
+        return {"t": None}
+
+    def record(self, event) -> None:
+        if self.current is not None and event.get("start") is None and self.log and self.log[-1][0] == "replay":
+            self.clock += self.times[self.current]
+        event["t"] = self.clock
+        self.log.append(("record",))
+
+    def done(self, event) -> bool:
+        return self.late(self.samples)
+
+    def elapsed_us(self, start, end) -> float:
+        return end["t"] - start["t"]
+
+    def wait(self, event) -> None:
+        pass
+
+    def sync(self) -> None:
+        self.log.append(("sync",))
+
+    def spin(self, cycles: int) -> None:
+        self.log.append(("spin", cycles))
+
+    def flush(self) -> None:
+        self.log.append(("flush",))
+
+    def replay(self, name: str) -> None:
+        self.current = name
+        self.samples += 1
+        self.log.append(("replay", name))
+
+    def refresh(self, seed: int) -> None:
+        self.log.append(("refresh", seed))
+
+    def after(self, name: str, sample: int, seed: int) -> None:
+        self.log.append(("after", name, sample, seed))
+
+
+def test_offline_samples_refresh_before_and_witness_after_every_sample():
+    dev = ScriptedDevice({"a": 30.0, "b": 60.0})
+    out = timing.offline_samples(dev, ["a", "b"], [11, 12, 13], {"a": 3, "b": 2}, first=5)
+    assert out == {"a": [10.0] * 3, "b": [30.0] * 3}  # per launch
+    replays = [e for e in dev.log if e[0] == "replay"]
+    assert [r[1] for r in replays] == ["a", "b", "b", "a", "a", "b"]  # rotated sample by sample
+    for i, entry in enumerate(dev.log):
+        if entry[0] == "replay":
+            assert dev.log[i - 2][0] == "refresh"  # refresh, start event, replay
+            assert dev.log[i + 2][0] == "after"  # replay, end event, witness
+    afters = [e for e in dev.log if e[0] == "after"]
+    assert {(e[2], e[3]) for e in afters} == {(5, 11), (6, 12), (7, 13)}
+
+
+def test_server_samples_drop_late_samples_and_grow_the_head_start():
+    late = {1, 2}  # the first two attempts: the host fell behind
+    dev = ScriptedDevice({"a": 7.0}, late=lambda n: n in late)
+    out = timing.server_samples(dev, ["a"], [1, 2, 3], random.Random(0), mean_gap_us=1.0)
+    assert out == {"a": [7.0] * 3}
+    spins = [e[1] for e in dev.log if e[0] == "spin"]
+    assert spins[0] == timing.HEAD_START_CYCLES and spins[2] > spins[1] > spins[0]
+    flushes = sum(1 for e in dev.log if e[0] == "flush")
+    assert flushes == 5  # every attempt flushes, the two dropped ones too
+
+
+def test_a_host_that_is_always_late_gets_no_time():
+    dev = ScriptedDevice({"a": 7.0}, late=lambda n: True)
+    with pytest.raises(timing.TimingDisturbed):
+        timing.server_samples(dev, ["a"], [1, 2, 3, 4], random.Random(0), mean_gap_us=1.0)
+    dev = ScriptedDevice({"a": 7.0}, late=lambda n: True)
+    assert timing.server_samples(dev, ["a"], [1, 2], random.Random(0), mean_gap_us=1.0, require=False) == {"a": []}
+
+
+def test_quantiles_interpolate_like_numpy():
+    s = timing.quantiles([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (s.median_us, s.p10_us, s.p90_us, s.n) == (3.0, 1.4, 4.6, 5)
+    with pytest.raises(ValueError):
+        timing.quantiles([])
