@@ -39,7 +39,7 @@ def child(shape: str) -> None:
     B = torch.randn(K, N, device="cuda", dtype=torch.float16)
     stream = torch.cuda.Stream()  # graph capture (autotuning) needs a non-default stream
     torch.cuda.set_stream(stream)
-    lt = Baselines(A, B, B.t().contiguous(), M, N, K, "lt-kernels", stream, 50 << 20)
+    lt = Baselines.on_tensors(A, B, B.t().contiguous(), "lt-kernels", stream, 50 << 20)
     if lt.missing:
         raise SystemExit(f"cuBLASLt baselines unavailable: {lt.missing}")
     for name in NAMES:  # warm-up outside the range

@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         p = Problem(*s)
         p.draw("randn")
         ref = torch.mm(p.a, p.b)
-        base = Baselines(p.a, p.b, p.bt, *s, gpu_facts.gpu_key(info), p.stream, info.l2_bytes)
+        base = Baselines.on_tensors(p.a, p.b, p.bt, gpu_facts.gpu_key(info), p.stream, info.l2_bytes)
         contenders = dict(base.contenders)
         kernels = {}
         for (shape, label, _), b in zip(plan, built):
