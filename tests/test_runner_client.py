@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from hgemm.evaluator import judge
 from hgemm.evaluator.runner import derive
 
