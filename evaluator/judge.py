@@ -87,6 +87,7 @@ class RunnerProcess:
         self.pending = b""
         self.ready = False
         self.graphs: set[str] = set()  # graphs captured in this runner
+        self.spent: dict[str, float] = {}  # seconds waited on each request kind (for the judge's log)
 
     def _line(self, timeout_s: float, during: str) -> dict:
         deadline = time.monotonic() + timeout_s
@@ -131,7 +132,9 @@ class RunnerProcess:
             self.requests.flush()
         except (BrokenPipeError, OSError):
             raise RunnerFailed("crash", f"runner died before {op} ({self._exit()})") from None
+        started = time.perf_counter()
         reply = self._line(timeout_s, op)
+        self.spent[op] = self.spent.get(op, 0.0) + time.perf_counter() - started
         if reply.get("ok") is not True:
             name = reply.get("cuda_error")
             self.kill()
@@ -198,6 +201,7 @@ class Judge:
         self.shim_path = ""
         self.runners: dict[str, RunnerProcess] = {}
         self.spare: RunnerProcess | None = None
+        self.retiring: list[RunnerProcess] = []  # told to quit, not yet reaped
         self.rng = random.SystemRandom()
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -245,22 +249,40 @@ class Judge:
         return runner
 
     def forget(self, cid: str) -> None:
+        """Let the candidate's runner go: it is told to quit and reaped later, so its CUDA context comes down
+        while the next candidate is checked, not while anything is timed."""
         runner = self.runners.pop(cid, None)
-        if runner is not None:
-            try:
-                runner.requests.write(json.dumps({"op": "quit"}) + "\n")
-                runner.requests.flush()
-                runner.proc.wait(5)
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                pass
+        if runner is None:
+            return
+        spent = ", ".join(f"{op} {s:.3f}" for op, s in runner.spent.items())
+        print(f"runner {cid}: seconds waited per request: {spent}", file=sys.stderr, flush=True)
+        try:
+            runner.requests.write(json.dumps({"op": "quit"}) + "\n")
+            runner.requests.flush()
+        except (OSError, ValueError):
             runner.kill()
+        self.retiring.append(runner)
+        self._reap()
+
+    def _reap(self, wait_s: float = 0.0) -> None:
+        """Kill runners that were told to quit and have not (after `wait_s`), and forget the exited ones."""
+        still = []
+        for runner in self.retiring:
+            try:
+                runner.proc.wait(wait_s)
+                runner.kill()
+            except subprocess.TimeoutExpired:
+                still.append(runner)
+        self.retiring = still
 
     # -- the correctness suite ------------------------------------------------------------------
     def check(self, cid: str, lib: str, stage: str) -> dict:
         from hgemm.evaluator.harness import CheckFailed
 
         p = self.problem
+        started = time.perf_counter()
         runner = self._runner(cid)
+        runner.spent["judge:take runner"] = time.perf_counter() - started
         worst = [0.0, 0.0]
         ref_worst = [0.0, 0.0]
         try:
@@ -317,6 +339,7 @@ class Judge:
         except CheckFailed as f:
             self.forget(cid)
             return {"failure": (f.kind, str(f)), "max_rel_err": worst[0] or None}
+        runner.spent["judge:check"] = time.perf_counter() - started
         return {"failure": None, "max_rel_err": worst[0], "max_abs_rel": worst[1], "ref_rel_err": ref_worst[0]}
 
     # -- timing ---------------------------------------------------------------------------------
@@ -341,6 +364,12 @@ class Judge:
     def _time_mode(self, runner: RunnerProcess, mode: str, stage: str) -> dict:
         from hgemm.evaluator.harness import CheckFailed
 
+        self._reap(wait_s=5.0)  # no other candidate's context is coming down while this one is timed
+        if self.spare is not None:
+            try:
+                self.spare.wait_ready()  # nor is the next one's coming up
+            except RunnerFailed:
+                self.spare = None
         p = self.problem
         slots = p.slots if mode == "offline" else 1
         name = f"{mode}-graph"
@@ -367,9 +396,13 @@ class Judge:
             candidate += _number_list(reply, "us", len(chunk))
             p.check_inputs(chunk[-1], slots, b_seed)  # before the baselines' samples give the inputs new values
             if self.baselines is not None:
+                started = time.perf_counter()
                 for b, us in self._time_baselines(mode, slots, chunk).items():
                     baselines.setdefault(b, []).extend(us)
+                runner.spent["judge:baselines"] = runner.spent.get("judge:baselines", 0.0) + time.perf_counter() - started
+        started = time.perf_counter()
         p.check_witnesses(seeds, slots, b_seed)
+        runner.spent["judge:witnesses"] = runner.spent.get("judge:witnesses", 0.0) + time.perf_counter() - started
         timing._enough("candidate", len(candidate) - 1, count)
         stats = {"candidate": asdict(timing.quantiles(candidate[1:]))}
         for b, us in baselines.items():
