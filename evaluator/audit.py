@@ -144,7 +144,7 @@ _SHT_SYMTAB, _SHT_RELA, _SHT_NOBITS, _SHT_REL = 2, 4, 8, 9
 _SHT_INIT_ARRAY, _SHT_FINI_ARRAY, _SHT_PREINIT_ARRAY = 14, 15, 16
 _SHF_WRITE, _SHF_EXECINSTR, _SHF_TLS = 0x1, 0x4, 0x400
 _STT_OBJECT, _STT_FUNC, _STT_SECTION, _STT_FILE, _STT_TLS, _STT_GNU_IFUNC = 1, 2, 3, 4, 6, 10
-_STB_LOCAL = 0
+_STB_LOCAL, _STB_GLOBAL = 0, 1
 
 
 def _policy_id() -> str:
@@ -282,6 +282,24 @@ def run_tool(cmd: list[str], timeout_s: float = 120) -> tuple[int, str]:
     """Run an inspection tool on a build product: (exit code, stdout). The one place tools are started."""
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     return proc.returncode, proc.stdout
+
+
+def _name_demangled(reasons: list[str]) -> None:
+    """Add the C++ spelling to every mangled name quoted in `reasons` (`_Znwm` -> operator new(unsigned long))."""
+    names = sorted({m for r in reasons for m in re.findall(r"`(_Z\w+)`", r)})
+    tool = shutil.which("c++filt")
+    if not names or not tool:
+        return
+    try:
+        code, out = run_tool([tool, *names], timeout_s=30)
+    except (OSError, subprocess.SubprocessError):
+        return
+    plain = dict(zip(names, out.splitlines())) if code == 0 else {}
+    for k, r in enumerate(reasons):
+        for name, spelled in plain.items():
+            if spelled != name and f"`{name}`" in r and f"`{name}` (" not in r:
+                r = r.replace(f"`{name}`", f"`{name}` ({spelled})")
+        reasons[k] = r
 
 
 def find_objdump() -> str:
@@ -459,7 +477,9 @@ def audit_object(obj: Path, baseline: Baseline) -> AuditReport:
             continue
         name = sym.name
         if name.startswith("_Z"):
-            if _FOREIGN_MANGLED.match(name):
+            # template instantiations are weak copies of the headers' code; a strong definition, or any
+            # operator new/delete, replaces the library's own
+            if _FOREIGN_MANGLED.match(name) and (sym.bind == _STB_GLOBAL or name.startswith(("_Zn", "_Zd"))):
                 reasons.append(
                     f"the object defines `{name}`, a name of the C++ or CUDA runtime it would replace"
                 )
@@ -509,6 +529,7 @@ def audit_object(obj: Path, baseline: Baseline) -> AuditReport:
     if not any(s.name == ".note.GNU-stack" for s in elf.sections):
         reasons.append("the object does not declare a non-executable stack")
     reasons.extend(_disassembly_reasons(obj, elf))
+    _name_demangled(reasons)
     return report
 
 

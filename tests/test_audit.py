@@ -166,3 +166,83 @@ def test_the_audited_object_is_the_one_linked_and_a_refused_one_is_never_linked(
         static_ctor.source, archs=("sm_80",), check=False
     )  # tests only: build it anyway
     assert built.ok and built.lib_path and links and built.audit_reasons == refused.audit_reasons
+
+
+# ------------------------------------------------------------- host objects built by g++ alone (fast)
+
+HOST_OBJECTS = [
+    # (host C++ code, words a reason must hold; None: accepted)
+    ('extern "C" int hgemm_run() { return 0; }', None),
+    (
+        '#include <cmath>\nextern "C" int hgemm_run(int n) { return (int)std::ceil(std::sqrt((double)n)); }',
+        None,
+    ),
+    ('#include <cstdlib>\nextern "C" int hgemm_run() { return system("id"); }', "imports `system`"),
+    ('extern char** environ;\nextern "C" int hgemm_run() { return environ[0][0]; }', "imports `environ`"),
+    ('extern "C" int hgemm_run() { static thread_local int n; return ++n; }', "thread-local"),
+    (
+        '#include <cstddef>\nextern "C" size_t strlen(const char*) { return 0; }\nextern "C" int hgemm_run() { return 0; }',
+        "C symbol `strlen`",
+    ),
+    (
+        '#include <cstddef>\nvoid* operator new(std::size_t) { static char b[64]; return b; }\nextern "C" int hgemm_run() { return 0; }',
+        "operator new",
+    ),
+    (
+        'static int f() { return 1; }\nextern "C" int (*pick())() { return f; }\n'
+        'extern "C" int g() __attribute__((ifunc("pick")));\nextern "C" int hgemm_run() { return g(); }',
+        "IFUNC",
+    ),
+    (
+        'int probe();\nstatic int warm = probe();\nextern "C" int hgemm_run() { return warm; }',
+        "loads (_GLOBAL__sub_I",
+    ),
+    (
+        'static int n;\n__attribute__((constructor)) static void early() { n = 1; }\nextern "C" int hgemm_run() { return n; }',
+        "loads",
+    ),
+    (
+        '__attribute__((section(".ctors"))) void (*p)() = 0;\nextern "C" int hgemm_run() { return 0; }',
+        "`.ctors`",
+    ),
+    (
+        '__attribute__((section(".hg_payload"), used)) static const char blob[] = "x";\nextern "C" int hgemm_run() { return 0; }',
+        "`.hg_payload`",
+    ),
+    (
+        'extern "C" int hgemm_run() { long r; asm volatile("syscall" : "=a"(r) : "a"(39)); return (int)r; }',
+        "`syscall` instruction",
+    ),
+    ('extern "C" int hgemm_run() { asm volatile("int $0x3"); return 0; }', "`int3` instruction"),
+    ('extern "C" unsigned hgemm_run(unsigned x) { return x * 0x00c3050fu; }', "bytes of a `syscall`"),
+    (
+        'static char big[20 << 20];\nextern "C" int hgemm_run(int i) { big[i] = 1; return big[i / 2]; }',
+        "host static data",
+    ),
+    (
+        '#include <iostream>\nextern "C" int hgemm_run() { return 0; }',
+        None,
+    ),  # g++ < 13: iostream's initialiser
+    (
+        '#include <iostream>\nint probe();\nstatic int warm = probe();\nextern "C" int hgemm_run() { return warm; }',
+        "which uses",
+    ),
+]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH")
+@pytest.mark.parametrize(
+    "code,why", HOST_OBJECTS, ids=lambda v: (v or "accepted")[:48] if isinstance(v, str) else v
+)
+def test_host_objects_are_judged_by_what_they_hold(code, why, tmp_path):
+    import subprocess
+
+    (tmp_path / "x.cpp").write_text(code + "\n")
+    subprocess.run(
+        ["g++", "-O3", "-std=c++17", "-fPIC", "-c", "x.cpp", "-o", "x.o"], cwd=tmp_path, check=True
+    )
+    report = audit_object(tmp_path / "x.o", Baseline(0, 0))  # plain g++: no nvcc registration to allow for
+    if why is None:
+        assert report.reasons == [], report.reasons
+    else:
+        assert any(why in r for r in report.reasons), report.reasons
