@@ -129,7 +129,7 @@ _BANNED_MNEMONICS = re.compile(
 _SECTION_OK = re.compile(
     r"^(?:|\.text(?:\..*)?|\.data(?:\..*)?|\.bss(?:\..*)?|\.rodata(?:\..*)?|\.nv_fatbin|\.nvFatBinSegment|"
     r"__nv_module_id|\.init_array|\.fini_array|\.comment|\.note\.GNU-stack|\.note\.gnu\.property|\.eh_frame|"
-    r"\.gcc_except_table(?:\..*)?|\.group|\.symtab|\.strtab|\.shstrtab|\.symtab_shndx|\.rela?\..+)$"
+    r"\.gcc_except_table(?:\..*)?|\.group|\.symtab|\.strtab|\.shstrtab|\.symtab_shndx|\.rela?\..+|\.debug_\w+)$"
 )
 # nvcc's registration function (`__sti____cudaRegisterAll`), the one load-time entry of every object.
 _REGISTRATION = re.compile(r"__sti____cudaRegisterAll")

@@ -548,6 +548,16 @@ _EXPANDED_DEVICE = re.compile(r"__attribute__\s*\(\(\s*(?:device|global)\s*\)\)"
 _EXPANDED_HOST = re.compile(r"__attribute__\s*\(\(\s*host\s*\)\)")
 
 
+def _outside_parens(pattern: re.Pattern[str], header: str) -> bool:
+    """True when `pattern` occurs in a function header outside any parentheses, where an execution space is
+    declared (a `__device__` lambda in a default argument does not make the function device code)."""
+    for m in pattern.finditer(header):
+        before = header[: m.start()]
+        if before.count("(") - before.count(")") == 0 and before.count("[") - before.count("]") == 0:
+            return True
+    return False
+
+
 def _host_asm_offsets(code: str, device: re.Pattern[str], host: re.Pattern[str] | None = None) -> list[int]:
     """Offsets of `asm` statements outside device functions (directives are not judged).
 
@@ -572,7 +582,7 @@ def _host_asm_offsets(code: str, device: re.Pattern[str], host: re.Pattern[str] 
             enclosing = next((k for k in reversed(stack) if k != "ns"), None)
             paren = header.find("(")
             kind = re.search(r"\b(?:struct|class|union|enum)\b", header)
-            if device.search(header) and not (host and host.search(header)):
+            if _outside_parens(device, header) and not (host and _outside_parens(host, header)):
                 stack.append("device")
             elif enclosing is not None:
                 stack.append(enclosing)

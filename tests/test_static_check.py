@@ -333,6 +333,11 @@ __host__ __device__ inline int lane_or_zero() {
     assert check_source(with_host("  (void)lane_or_zero();", prelude=prelude)) == []
 
 
+def test_a_device_word_inside_a_parameter_list_does_not_make_host_code_device_code():
+    prelude = 'inline int g(int x = sizeof(decltype([] __device__ () {}))) { asm("nop"); return x; }'
+    assert any("`asm`" in r for r in check_source(with_host("", prelude=prelude)))
+
+
 def test_bad_sources_are_named():
     assert "empty" in check_source("")[0]
     assert "empty" in check_source(" \n\t ")[0]
