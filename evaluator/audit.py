@@ -14,9 +14,10 @@ Invariants:
   and launch helpers, the contract's launch-side runtime calls, C++ ABI helpers, compiler-
   emitted memory and math helpers, console printing), matched on its name before any
   `@version`; anything else refuses the candidate, with the symbol named.
-- The object defines no C-named symbol but `hgemm_run`, `hgemm_supports` and extern "C"
-  kernels, and no replacement of the C++ runtime's (operator new, std::, the CUDA runtime's
-  own): a definition could take the place of a library function inside the linked `.so`.
+- The object defines no C-named function but `hgemm_run`, `hgemm_supports` and extern "C"
+  kernels, no reserved or C-library variable name, and no replacement of the C++ runtime's
+  (operator new, std::, the CUDA runtime's own): a definition could take the place of a
+  library's inside the linked `.so`.
 - Host code holds no system-call instruction, aligned or hidden inside another
   instruction's bytes (`0f 05`, `0f 34`, `cd 80`), and no `int` or far-transfer instruction.
 - Load-time code is no more than an empty contract kernel's (nvcc's registration), plus
@@ -121,6 +122,11 @@ _FOREIGN_MANGLED = re.compile(
     r"^_Z(?:n[wa]|d[la]|St|NSt|NKSt|N9__gnu_cxx|N10__cxxabiv1|N6cudart|T[VIS]St|T[VIS]N10__cxxabiv1)"
 )
 _C_ENTRY_POINTS = {"hgemm_run", "hgemm_supports"}
+# The C library's own variables, which a candidate's globals must not shadow.
+_LIBC_DATA = frozenset(
+    "environ stdin stdout stderr optarg optind opterr optopt timezone daylight tzname signgam "
+    "program_invocation_name program_invocation_short_name".split()
+)
 _HIDDEN_SYSCALLS = {b"\x0f\x05": "syscall", b"\x0f\x34": "sysenter", b"\xcd\x80": "int 0x80"}
 _BANNED_MNEMONICS = re.compile(
     r"^(?:syscall|sysenter|sysexit|sysret[lq]?|int[13o]?|into|icebp|ljmp[lqw]?|lcall[lqw]?)$"
@@ -483,10 +489,15 @@ def audit_object(obj: Path, baseline: Baseline) -> AuditReport:
                 reasons.append(
                     f"the object defines `{name}`, a name of the C++ or CUDA runtime it would replace"
                 )
-        elif name not in _C_ENTRY_POINTS and not name.startswith("DW.ref.") and name not in kernels:
+        elif name in _C_ENTRY_POINTS or name.startswith("DW.ref.") or name in kernels:
+            continue
+        elif sym.type == _STT_OBJECT and not name.startswith("_") and name not in _LIBC_DATA:
+            continue  # a plain global variable (`int g_sms;` at namespace scope has a C name in C++ too)
+        else:
             reasons.append(
-                f'the object defines the C symbol `{name}`: only hgemm_run, hgemm_supports and extern "C" kernels '
-                "may (another C name could take the place of a library function inside the linked library)"
+                f'the object defines the C symbol `{name}`: only hgemm_run, hgemm_supports, extern "C" kernels '
+                "and plain global variables may (a C function or a reserved name could take the place of a "
+                "library's inside the linked library)"
             )
     for sym in elf.symbols:
         if sym.type == _STT_GNU_IFUNC:

@@ -174,6 +174,15 @@ HOST_OBJECTS = [
     # (host C++ code, words a reason must hold; None: accepted)
     ('extern "C" int hgemm_run() { return 0; }', None),
     (
+        'int g_sms = 0;\nextern "C" int hgemm_run() { return ++g_sms; }',
+        None,
+    ),  # a global variable has a C name
+    ('char** environ = 0;\nextern "C" int hgemm_run() { return environ != 0; }', "C symbol `environ`"),
+    (
+        'extern "C" int helper(int x) { return x + 1; }\nextern "C" int hgemm_run() { return helper(1); }',
+        "C symbol `helper`",
+    ),
+    (
         '#include <cmath>\nextern "C" int hgemm_run(int n) { return (int)std::ceil(std::sqrt((double)n)); }',
         None,
     ),

@@ -1,4 +1,4 @@
-// CHEAT: defines its own strlen, which the statically linked CUDA runtime calls while the library loads (code at load time without a constructor)
+// CHEAT: defines a C function named strlen: where the loader finds the library's own definition first, the statically linked CUDA runtime runs the candidate's code (at load time, with no constructor)
 // EXPECT: object_audit
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
