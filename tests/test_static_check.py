@@ -6,6 +6,9 @@ the test kernels on disk get the verdict their headers state."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 from adversarial.catalog import adversarial, honest
 from hgemm.evaluator.static_check import (
@@ -415,3 +418,56 @@ def test_expanded_text_is_judged_by_the_same_rules():
     assert any(r.startswith("line 10 ") and "cuCtxSetLimit" in r for r in reasons), reasons
     assert any(r.startswith("line 11 ") and ".incbin" in r for r in reasons), reasons
     assert expanded_reasons(PREPROCESSED, "other.cu") == []
+
+
+# ------------------------------------------------------------ agreement with the host preprocessor
+
+# Each snippet places MARK after a lexically tricky construct; the check must see MARK as code exactly when
+# g++'s preprocessor does (MARK is a macro, so g++ expands it only where it is code).
+LEXER_CASES = [
+    "int a = 0x1'2; MARK;",
+    "int b = 1'a'; MARK; // '",
+    "auto c = u8'a'; MARK;",
+    'auto d = LR"(a)"; MARK;',
+    'auto e = R"a b(x)a b"; MARK; //"',
+    'auto f = R"abcdefghijklmnopq(x)abcdefghijklmnopq"; MARK;',
+    "#define X(a) #a\nauto g = X('); MARK; //'",
+    "/\\\n* comment *\\\n/ MARK;",
+    "char h = '\\''; MARK;",
+    'const char* i = "\\\\"; MARK;',
+    "int j = 'ab'; MARK;",
+    "int k = 0e+1'2; MARK;",
+    "int l = 1.e'+2; MARK; // '",
+    'auto m = u8R"x(\n)x"; MARK;',
+    'auto n = uR"x(\n"\n)x"; MARK;',
+    "int o = 1; // comment \\\nMARK;",
+    "int p = 1; /* a */ MARK; /* b",
+    'auto r = "unterminated\nMARK;',
+    "auto s = 'x\nMARK;",
+    "int t = 0x'1; MARK; //'",
+    'auto v = R"(a)" R"(b)"; MARK;',
+    'auto w = $R"x(" ; MARK; //)x";',
+    'auto x = \u00e9R"x(" ; MARK; //)x";',
+    '#if 0\nR"x(\n#endif\nMARK;\n)x"\n#endif',
+    "#if 0\n'\n#endif\nMARK;",
+    "auto y = sizeof('\"'); MARK; // \"",
+    "int z = 1; // a ??/\nMARK;",
+]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH")
+def test_the_lexer_sees_code_where_the_host_preprocessor_does():
+    from hgemm.evaluator.static_check import _scan
+
+    from hgemm.core.record import normalize_source
+
+    wrong = []
+    for snippet in LEXER_CASES:
+        src = "#define MARK 12345\n" + snippet + "\n"
+        out = subprocess.run(["g++", "-std=c++17", "-E", "-P", "-x", "c++", "-"], input=src, capture_output=True,
+                             text=True, timeout=60).stdout  # fmt: skip
+        compiler_sees_code = "12345" in out
+        check_sees_code = "MARK" in _scan(normalize_source(src)).code.split("\n", 1)[1]
+        if compiler_sees_code != check_sees_code:
+            wrong.append((snippet, compiler_sees_code, check_sees_code))
+    assert not wrong, wrong
