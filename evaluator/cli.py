@@ -1,7 +1,9 @@
-"""`hgemm bench` (the four baselines and the floor) and `hgemm eval` (one typed evaluation record)."""
+"""`hgemm bench` (the four baselines and the floor), `hgemm eval` (one typed evaluation record) and
+`hgemm check` (every stage that needs no GPU: static check, compile, object audit)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -85,6 +87,57 @@ def eval_kernel(
     raise typer.Exit(0 if record.ok else 1)
 
 
+def check_verdict(result) -> dict:
+    """What `hgemm check --json` prints for one `CompileResult`."""
+    stage = {"bad_source": "static_check", "static_check": "static_check", "object_audit": "object_audit"}
+    if result.ok:
+        reasons = []
+    elif result.failure_kind == "object_audit":
+        reasons = list(result.audit_reasons)
+    elif result.failure_kind == "static_check":
+        reasons = result.log.splitlines()
+    else:  # bad source, compiler error (its first error line; the log has the rest), timeout
+        reasons = [result.message or result.failure_kind or "refused"]
+    return {
+        "accepted": bool(result.ok),
+        "stage": "object_audit" if result.ok else stage.get(result.failure_kind, "compile"),
+        "failure_kind": result.failure_kind,
+        "reasons": reasons,
+        "resources": {
+            "per_arch": {arch: dataclasses.asdict(r) for arch, r in result.resources.items()},
+            **result.audit,
+        },
+    }
+
+
+def check_kernel(
+    kernel: Path = typer.Argument(..., help="the candidate .cu file"),
+    as_json: bool = typer.Option(False, "--json", help="print the verdict as JSON"),
+) -> None:
+    """Judge a candidate without a GPU: static check, compile and object audit (exit 0 accepted, 1 refused)."""
+    source = read_kernel(kernel)
+    from hgemm.evaluator.compile import compile_source
+
+    result = compile_source(source)
+    verdict = check_verdict(result)
+    if as_json:
+        print(json.dumps(verdict, indent=1))
+    elif verdict["accepted"]:
+        res = verdict["resources"]
+        print(
+            f"{kernel}: accepted ({res.get('library_bytes', 0)} byte library, "
+            f"{res.get('device_static_bytes', 0)} bytes of static device memory)"
+        )
+    else:
+        print(f"{kernel}: refused at {verdict['stage']} ({verdict['failure_kind']})")
+        for reason in verdict["reasons"]:
+            print(f"  {reason}")
+        if verdict["stage"] == "compile" and result.log:
+            print(result.log.rstrip())
+    raise typer.Exit(0 if verdict["accepted"] else 1)
+
+
 def register(app: typer.Typer) -> None:
     app.command("bench")(bench)
     app.command("eval")(eval_kernel)
+    app.command("check")(check_kernel)

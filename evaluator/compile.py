@@ -1,18 +1,25 @@
 """Compile candidate sources into fat shared libraries (sm_90a + sm_80), with a content-addressed cache.
 
-`compile_sources(sources)` checks each source statically, then runs nvcc for the ones that
-pass, in parallel (a thread pool of nvcc subprocesses), and returns one `CompileResult`
-per source in the same order. `compile_source(source)` is the single-source form.
+`compile_sources(sources)` checks each source statically, then builds the ones that pass,
+in parallel (a thread pool of nvcc subprocesses), and returns one `CompileResult` per source
+in the same order. `compile_source(source)` is the single-source form.
+
+Pipeline: static check → `nvcc -c` (the object, keeping nvcc's preprocessed host translation
+unit) → audit (`evaluator.audit`: the expanded source, the object, device memory) → link that
+same object into the `.so` → library size cap.
 
 Invariants:
+- The static check and nvcc read the same bytes: `normalize_source(source)`.
 - A source refused by `evaluator.static_check` is never handed to nvcc (failure_kind
-  "bad_source" or "static_check").
-- One nvcc call builds every requested architecture into one `.so`; the compiler's output
+  "bad_source" or "static_check"); an object refused by the audit is never linked
+  (failure_kind "object_audit") unless the caller skips the checks (`check=False`, tests only).
+- One nvcc call builds every requested architecture into one object; the compiler's output
   is kept verbatim in `log`, and ptxas' `-v` report is parsed per architecture.
-- The cache key is sha256 of (normalised source, nvcc flags, nvcc version, architectures).
-  An entry is a directory holding `kernel.so` (when the build succeeded) and `meta.json`;
-  it is built in a temporary directory and renamed into place, so a crash never leaves a
-  half-written entry. Successful builds and compiler errors are cached; timeouts are not.
+- The cache key is sha256 of (normalised source, nvcc flags, nvcc version, architectures, audit
+  policy). An entry is a directory holding `kernel.so` (when the object was linked) and
+  `meta.json` (the build and its audit verdict); it is built in a temporary directory and renamed
+  into place, so a crash never leaves a half-written entry. Builds, compiler errors and audit
+  refusals are cached; timeouts are not.
 - nvcc missing raises `NoCompiler`; nothing else raises for a bad candidate.
 """
 
@@ -35,6 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hgemm.evaluator import audit
 from hgemm.evaluator.static_check import bad_source_reasons, banned_reasons
 
 from hgemm.core.errors import NoCompiler
@@ -52,7 +60,8 @@ BASE_FLAGS = (
     "-Xcompiler",
     "-fPIC",
 )
-CACHE_FORMAT = 1  # bump when the layout of a cache entry changes
+CACHE_FORMAT = 2  # bump when the layout of a cache entry changes
+SOURCE_NAME = "kernel.cu"  # the candidate's file name in a build directory (the audit finds its lines by it)
 
 
 @dataclass
@@ -78,10 +87,12 @@ class CompileResult:
     resources: dict[str, Resources] = field(default_factory=dict)  # per arch: the kernel with most registers
     seconds: float = 0.0  # wall time of this call (near zero for a cache hit)
     cached: bool = False
-    failure_kind: str | None = None  # "bad_source", "static_check", "compile_error", "timeout"
+    failure_kind: str | None = None  # a FAILURE_KINDS entry: bad_source ... object_audit, or timeout
     message: str | None = None
     kernels: list[KernelResources] = field(default_factory=list)  # every kernel on every arch
-    compile_seconds: float | None = None  # wall time of the nvcc run that built it (cached or not)
+    compile_seconds: float | None = None  # wall time of the nvcc runs that built it (cached or not)
+    audit: dict[str, Any] = field(default_factory=dict)  # the audit's measurements: sizes, imports
+    audit_reasons: list[str] = field(default_factory=list)  # why the audit refuses it (empty: accepted)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -153,6 +164,18 @@ def nvcc_flags(archs: tuple[str, ...], extra_flags: tuple[str, ...] = ()) -> lis
     if include:
         flags.append(f"-I{include}")
     return flags + list(extra_flags)
+
+
+def object_command(nvcc: str, flags: list[str], source: str = SOURCE_NAME, keep_dir: str | None = "keep"):
+    """nvcc building `source` into `kernel.o` with `flags`; with `keep_dir`, nvcc's intermediate files (the
+    preprocessed translation units the audit reads) stay there."""
+    cmd = [nvcc, *(f for f in flags if f != "-shared"), "-c", source, "-o", "kernel.o"]
+    return cmd + (["--keep", "--keep-dir", keep_dir] if keep_dir else [])
+
+
+def link_command(nvcc: str, flags: list[str]) -> list[str]:
+    """nvcc linking the audited `kernel.o` into `kernel.so` (the CUDA runtime linked statically, as always)."""
+    return [nvcc, *flags, "kernel.o", "-o", "kernel.so"]
 
 
 # -------------------------------------------------------------------------------------- ptxas report
@@ -227,6 +250,7 @@ def cache_key(source: str, flags: list[str], version: str, archs: tuple[str, ...
             "flags": flags,
             "nvcc": version,
             "archs": archs,
+            "policy": audit.POLICY_ID,
         },
         sort_keys=True,
     )
@@ -237,7 +261,16 @@ def _entry_dir(key: str) -> Path:
     return state_dir("cache") / key[:2] / key
 
 
-def _load_cached(key: str, source: str) -> CompileResult | None:
+def _verdict(result: CompileResult, check: bool) -> CompileResult:
+    """The result a caller sees: an audited-out build is a failure unless the checks are skipped."""
+    if result.failure_kind is None and result.audit_reasons and check:
+        result.ok, result.lib_path = False, None
+        result.failure_kind = "object_audit"
+        result.message = "; ".join(result.audit_reasons)
+    return result
+
+
+def _load_cached(key: str, source: str, check: bool = True) -> CompileResult | None:
     entry = _entry_dir(key)
     try:
         meta = json.loads((entry / "meta.json").read_text())
@@ -247,11 +280,29 @@ def _load_cached(key: str, source: str) -> CompileResult | None:
     if result.ok:
         lib = entry / "kernel.so"
         if not lib.is_file():
-            return None
-        result.lib_path = str(lib)
+            if result.audit_reasons and check:  # refused, and never linked: the verdict needs no library
+                result.lib_path = None
+            else:
+                return None
+        else:
+            result.lib_path = str(lib)
     result.kernel_hash = kernel_hash(source)
     result.cached = True
-    return result
+    return _verdict(result, check)
+
+
+@lru_cache(maxsize=8)
+def _baseline(nvcc: str, flags: tuple[str, ...]) -> audit.Baseline:
+    """What an empty contract kernel's object holds (nvcc's own load-time registration), built with `flags`."""
+    from importlib import resources
+
+    empty = resources.files("hgemm.evaluator").joinpath("shims", "empty.cu").read_text()
+    with tempfile.TemporaryDirectory(prefix="hgemm-baseline-") as work:
+        (Path(work) / "empty.cu").write_text(empty)
+        code, out = _run_nvcc(object_command(nvcc, list(flags), "empty.cu", keep_dir=None), work, 300)
+        if code != 0:
+            raise NoCompiler(f"nvcc cannot build the empty contract kernel:\n{out}")
+        return audit.Baseline.of(Path(work) / "kernel.o")
 
 
 def _run_nvcc(cmd: list[str], cwd: str, timeout_s: float) -> tuple[int | None, str]:
@@ -272,15 +323,22 @@ def _run_nvcc(cmd: list[str], cwd: str, timeout_s: float) -> tuple[int | None, s
 
 
 def _compile_checked(
-    source: str, archs: tuple[str, ...], extra_flags: tuple[str, ...], timeout_s: float, use_cache: bool
+    source: str,
+    archs: tuple[str, ...],
+    extra_flags: tuple[str, ...],
+    timeout_s: float,
+    use_cache: bool,
+    check: bool = True,
 ) -> CompileResult:
     start = time.perf_counter()
     h = kernel_hash(source)
+    text = normalize_source(source)
     nvcc = find_nvcc()
+    audit.find_objdump()
     flags = nvcc_flags(archs, extra_flags)
-    key = cache_key(source, flags, nvcc_version(nvcc), archs)
+    key = cache_key(text, flags, nvcc_version(nvcc), archs)
     if use_cache:
-        hit = _load_cached(key, source)
+        hit = _load_cached(key, source, check)
         if hit is not None:
             hit.seconds = time.perf_counter() - start
             return hit
@@ -288,16 +346,17 @@ def _compile_checked(
     note = (
         "" if cutlass_include() else "note: CUTLASS/CuTe headers not found (nvidia-cutlass not installed)\n"
     )
+    baseline = _baseline(nvcc, tuple(flags))
     cache_root = state_dir("cache")
     work = Path(tempfile.mkdtemp(prefix="tmp-", dir=cache_root))
     try:
-        (work / "kernel.cu").write_text(normalize_source(source))
-        cmd = [nvcc, *flags, "kernel.cu", "-o", "kernel.so"]
+        (work / SOURCE_NAME).write_text(text)
+        (work / "keep").mkdir()
         t0 = time.perf_counter()
-        code, out = _run_nvcc(cmd, str(work), timeout_s)
-        nvcc_seconds = time.perf_counter() - t0
+        code, out = _run_nvcc(object_command(nvcc, flags), str(work), timeout_s)
         log = note + out
-        if code is None:
+
+        def timed_out(what: str, log: str) -> CompileResult:
             return CompileResult(
                 kernel_hash=h,
                 ok=False,
@@ -305,11 +364,40 @@ def _compile_checked(
                 log=log,
                 seconds=time.perf_counter() - start,
                 failure_kind="timeout",
-                message=f"nvcc ran past {timeout_s:g} s",
-                compile_seconds=nvcc_seconds,
+                message=f"{what} ran past {timeout_s:g} s",
+                compile_seconds=time.perf_counter() - t0,
             )
+
+        if code is None:
+            return timed_out("nvcc", log)
         kernels = parse_ptxas(out)
-        ok = code == 0 and (work / "kernel.so").is_file()
+        built = code == 0 and (work / "kernel.o").is_file()
+        report = audit.AuditReport()
+        linked = False
+        if built:
+            host_units = sorted((work / "keep").glob("*.cpp4.ii"))
+            report = audit.audit_build(
+                work / "kernel.o", host_units[0] if host_units else None, SOURCE_NAME, out, baseline
+            )
+            if not report.reasons or not check:
+                left = max(1.0, timeout_s - (time.perf_counter() - t0))
+                link_code, link_out = _run_nvcc(link_command(nvcc, flags), str(work), left)
+                log += link_out
+                if link_code is None:
+                    return timed_out("the link", log)
+                linked = link_code == 0 and (work / "kernel.so").is_file()
+                if linked:
+                    lib_reasons, lib_bytes = audit.library_reasons(work / "kernel.so")
+                    report.facts["library_bytes"] = lib_bytes
+                    report.reasons.extend(lib_reasons)
+                    if lib_reasons and check:
+                        (work / "kernel.so").unlink()
+                        linked = False
+                else:
+                    code = link_code if link_code else 1
+                    out = link_out
+        nvcc_seconds = time.perf_counter() - t0
+        ok = built and (linked or bool(report.reasons and check))
         result = CompileResult(
             kernel_hash=h,
             ok=ok,
@@ -320,8 +408,12 @@ def _compile_checked(
             message=None if ok else _first_error(out, code),
             kernels=kernels if ok else [],
             compile_seconds=nvcc_seconds,
+            audit=report.facts,
+            audit_reasons=report.reasons,
         )
-        (work / "kernel.cu").unlink()
+        for scratch in (work / SOURCE_NAME, work / "kernel.o"):
+            scratch.unlink(missing_ok=True)
+        shutil.rmtree(work / "keep", ignore_errors=True)
         (work / "meta.json").write_text(json.dumps(result.to_dict(), indent=1))
         entry = _entry_dir(key)
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -329,7 +421,7 @@ def _compile_checked(
             os.rename(work, entry)  # atomic: the entry appears whole or not at all
         except OSError:
             # The entry exists: replace it when rebuilding on purpose or when it is broken.
-            if not use_cache or _load_cached(key, source) is None:
+            if not use_cache or _load_cached(key, source, check) is None:
                 trash = entry.with_name(f"{entry.name}.trash-{os.getpid()}-{time.monotonic_ns()}")
                 try:
                     os.rename(entry, trash)
@@ -338,9 +430,9 @@ def _compile_checked(
                 shutil.rmtree(trash, ignore_errors=True)
                 os.rename(work, entry)
             # else another thread or process finished the same entry first; theirs is as good
-        result.lib_path = str(entry / "kernel.so") if ok else None
+        result.lib_path = str(entry / "kernel.so") if ok and linked else None
         result.seconds = time.perf_counter() - start
-        return result
+        return _verdict(result, check)
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
@@ -374,8 +466,8 @@ def compile_source(
 ) -> CompileResult:
     """Statically check, then compile one source.
 
-    `use_cache=False` rebuilds and replaces the cache entry; `check=False` skips the static check
-    (only for proving that a rejected test kernel would otherwise compile).
+    `use_cache=False` rebuilds and replaces the cache entry; `check=False` skips the static check and
+    ignores the audit's verdict (only for proving that a rejected test kernel would otherwise build).
     """
     reasons = bad_source_reasons(source)
     if reasons:
@@ -384,8 +476,9 @@ def compile_source(
         except (TypeError, AttributeError, UnicodeEncodeError):
             h = ""
         return CompileResult(h, False, None, "", failure_kind="bad_source", message="; ".join(reasons))
+    text = normalize_source(source)  # what the check reads is what nvcc compiles
     if check:
-        reasons = banned_reasons(source)
+        reasons = banned_reasons(text)
         if reasons:
             return CompileResult(
                 kernel_hash(source),
@@ -395,12 +488,12 @@ def compile_source(
                 failure_kind="static_check",
                 message="; ".join(reasons),
             )
-    return _compile_checked(source, tuple(archs), tuple(extra_flags), timeout_s, use_cache)
+    return _compile_checked(text, tuple(archs), tuple(extra_flags), timeout_s, use_cache, check)
 
 
 def compile_trusted(source: str, archs: tuple[str, ...] = DEFAULT_ARCHS, timeout_s: float = 600) -> CompileResult:
     """Compile the evaluator's own code (never a candidate's): no contract checks, same cache."""
-    return _compile_checked(source, tuple(archs), (), timeout_s, True)
+    return _compile_checked(normalize_source(source), tuple(archs), (), timeout_s, True, False)
 
 
 def compile_sources(
@@ -414,6 +507,7 @@ def compile_sources(
 ) -> list[CompileResult]:
     """Compile many sources in parallel (one nvcc per worker thread); results keep the input order."""
     find_nvcc()  # fail once, clearly, before any work
+    audit.find_objdump()
     _sweep_stale_builds()
     jobs = max(1, jobs or os.cpu_count() or 1)
 

@@ -1,13 +1,13 @@
 """Compiling candidates with real nvcc: every test kernel builds for sm_90a and sm_80 (or is
-refused statically first), the cache hits, compiler errors are kept verbatim, ptxas reports are
-parsed, batches compile in parallel in order, and a missing nvcc is a clear NoCompiler.
+refused statically first), the audit's verdict is cached with the entry, the cache hits, compiler
+errors are kept verbatim, ptxas reports are parsed, batches compile in parallel in order, and a
+missing nvcc is a clear NoCompiler.
 
-All test kernels are compiled once per session into one shared cache (the slow part)."""
+All test kernels are compiled once per session into one shared cache (conftest's `compiled`)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,6 +21,7 @@ from hgemm.evaluator.compile import (
     cutlass_include,
     find_nvcc,
     nvcc_flags,
+    object_command,
     parse_ptxas,
 )
 
@@ -30,6 +31,7 @@ from hgemm.core.record import kernel_hash
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 KERNELS = adversarial() + honest()
+BUILT = [k for k in KERNELS if k.builds]
 ARCHS = ("sm_90a", "sm_80")
 
 SMALL = """#include <cuda_fp16.h>
@@ -49,27 +51,7 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
 """
 
 
-@pytest.fixture(scope="session")
-def session_home(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("compile-home")
-
-
-@pytest.fixture(scope="session")
-def compiled(session_home) -> dict[str, CompileResult]:
-    """Every test kernel built once for both archs, the static check skipped (rejected ones must build too)."""
-    before = os.environ.get("HGEMM_HOME")
-    os.environ["HGEMM_HOME"] = str(session_home)
-    try:
-        results = compile_sources([k.source for k in KERNELS], archs=ARCHS, check=False)
-    finally:
-        if before is None:
-            del os.environ["HGEMM_HOME"]
-        else:
-            os.environ["HGEMM_HOME"] = before
-    return {k.name: r for k, r in zip(KERNELS, results)}
-
-
-@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
+@pytest.mark.parametrize("kernel", BUILT, ids=lambda k: k.name)
 def test_every_test_kernel_builds_for_both_archs(kernel, compiled):
     r = compiled[kernel.name]
     assert r.ok, f"{kernel.name}: {r.message}\n{r.log}"
@@ -84,18 +66,22 @@ def test_every_test_kernel_builds_for_both_archs(kernel, compiled):
             assert res.compile_seconds and res.compile_seconds > 0
 
 
-def test_checked_batch_refuses_before_compiling_and_hits_the_cache(compiled, session_home, monkeypatch):
-    monkeypatch.setenv("HGEMM_HOME", str(session_home))
+def test_checked_batch_refuses_before_compiling_and_hits_the_cache(compiled, compile_home, monkeypatch):
+    monkeypatch.setenv("HGEMM_HOME", str(compile_home))
     results = compile_sources([k.source for k in KERNELS], archs=ARCHS)
     assert [r.kernel_hash for r in results] == [kernel_hash(k.source) for k in KERNELS]  # order kept
     for kernel, r in zip(KERNELS, results):
         if kernel.static:
             assert r.failure_kind == "static_check" and not r.ok and r.lib_path is None
             assert r.message and "not allowed" in r.message
+        elif kernel.expect == ("object_audit",):  # the verdict came with the cache entry: nothing rebuilt
+            assert r.failure_kind == "object_audit" and r.lib_path is None and r.cached, kernel.name
+            assert r.message and r.audit_reasons and r.message == "; ".join(r.audit_reasons)
         else:
             assert r.ok and r.cached, kernel.name
             assert r.lib_path == compiled[kernel.name].lib_path
             assert r.resources == compiled[kernel.name].resources
+            assert not r.audit_reasons and r.audit["library_bytes"] > r.audit["object_bytes"] > 0
 
 
 def test_ptxas_resources_match_the_sources(compiled):
@@ -126,7 +112,7 @@ def test_second_compile_is_a_cache_hit(hgemm_home):
     meta = json.loads((entry / "meta.json").read_text())
     assert meta["ok"] and meta["resources"]["sm_80"]["shared_bytes"] == 256
     assert not list((hgemm_home / "cache").glob("tmp-*")), "a build directory was left behind"
-    assert not (entry / "kernel.cu").exists()
+    assert sorted(p.name for p in entry.iterdir()) == ["kernel.so", "meta.json"]  # no source or object
 
 
 def test_other_flags_miss_the_cache_and_broken_entries_are_rebuilt(hgemm_home):
@@ -147,7 +133,8 @@ def test_compiler_error_is_kept_verbatim(hgemm_home, tmp_path):
     assert "no_such_function" in r.message and "error" in r.message
     # the log is exactly what nvcc prints for the same file and flags
     (tmp_path / "kernel.cu").write_text(bad)
-    cmd = [find_nvcc(), *nvcc_flags(("sm_80",)), "kernel.cu", "-o", "kernel.so"]
+    (tmp_path / "keep").mkdir()
+    cmd = object_command(find_nvcc(), nvcc_flags(("sm_80",)))
     direct = subprocess.run(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert direct.returncode != 0
     assert r.log == direct.stdout

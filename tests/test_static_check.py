@@ -1,12 +1,24 @@
 """The static check: each banned pattern is refused with its reason; comments, strings,
-device code and the contract's own runtime calls are not; the test kernels on disk get the
-verdict their headers state."""
+device code and the contract's own runtime calls are not; its lexer reads the text nvcc compiles
+the way the C++ translation phases do (splices, lone carriage returns, raw strings, literal
+concatenation and escapes, header names); the same rules judge the preprocessed translation unit;
+the test kernels on disk get the verdict their headers state."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 from adversarial.catalog import adversarial, honest
-from hgemm.evaluator.static_check import MAX_SOURCE_BYTES, bad_source_reasons, banned_reasons, check_source
+from hgemm.evaluator.static_check import (
+    MAX_SOURCE_BYTES,
+    bad_source_reasons,
+    banned_reasons,
+    candidate_lines,
+    check_source,
+    expanded_reasons,
+)
 
 HEAD = "#include <cuda_fp16.h>\n#include <cuda_runtime.h>\n"
 RUN_OPEN = (
@@ -69,8 +81,33 @@ PRELUDES = [
     ("#include <unistd.h>", "header"),
     ("#include <sys/socket.h>", "header"),
     ("#include <dlfcn.h>", "header"),
-    ('#include "/etc/passwd"', "include path"),
-    ('#include "../../secrets.h"', "include path"),
+    ('#include "/etc/passwd"', "quoted #include"),
+    ('#include "../../secrets.h"', "quoted #include"),
+    ('#include "kernel.cu"', "quoted #include"),
+    ("#include </etc/passwd>", "path trick"),
+    ("#include <../../secrets.h>", "path trick"),
+    ("#include <./fstream>", "path trick"),
+    ("#include <cuda_runtime.h/../../../etc/passwd>", "path trick"),
+    ("#include <mutex>", "header"),
+    ("__cudaRegisterFatBinary(nullptr);", "nvcc's own"),
+    ("#if __has_include(</etc/shadow>)\n#endif", "path trick"),
+    ('#if __has_include("secrets.h")\n#endif', "__has_include"),
+    ("#embed </etc/passwd>", "#embed"),
+    ('#line 1 "cuda_runtime.h"', "#line"),
+    ('# 1 "cuda_runtime.h"', "#line"),
+    ("#pragma redefine_extname lookup dlsym", "pragma"),
+    ('#pragma push_macro("x")', "pragma"),
+    ('#pragma GCC dependency "/etc/passwd"', "pragma"),
+    ('_Pragma("weak system")', "pragma"),
+    ("#define P(x) _Pragma(#x)", "_Pragma"),
+    ('static int f(const char*) __attribute__((weakref("system")));', "aliasing"),
+    ('extern "C" int g() __attribute__((alias("hgemm_run")));', "aliasing"),
+    ('extern "C" int h() __attribute__((__ifunc__("pick")));', "aliasing"),
+    ("[[gnu::constructor]] static void early() {}", "load-time"),
+    ('__attribute__((section(".init_array"))) static void (*p)() = 0;', "load-time"),
+    ("#define ATTR __attribute__((__constructor__))", "load-time"),
+    ("extern char** __environ;", "environment"),
+    ('__host__ __device__ void f() { asm(".incbin \\"/etc/passwd\\""); }', ".incbin"),
     ("__attribute__((constructor)) static void early() {}", "load-time"),
     ("__attribute__((destructor)) static void late() {}", "load-time"),
     ('asm(".globl x");', "inline assembly"),
@@ -118,7 +155,117 @@ def test_includes_that_dodge_the_header_list_are_rejected():
     )
     reasons = check_source(src)
     assert any("computed #include" in r for r in reasons), reasons
-    assert any("<fstream>" in r for r in reasons) and any("<unistd.h>" in r for r in reasons), reasons
+    assert any("#include_next" in r for r in reasons) and any("#import" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize(
+    "statement,why",
+    [
+        ('int fd = (open)("/proc/self/environ", 0);', "file I/O"),
+        ('int fd = (::open)("/proc/self/environ", 0);', "file I/O"),
+        ("auto f = &open; (void)f;", "file I/O"),
+        ('FILE* f = fopen64("/tmp/x", "w");', "file I/O"),
+        ('int fd = __open_2("/tmp/x", 0);', "file I/O"),
+        ('remove("/tmp/x");', "file I/O"),
+        ('rename("/tmp/a", "/tmp/b");', "file I/O"),
+        ("char** e = __environ;", "environment"),
+        ("char** e = _environ;", "environment"),
+        ("void* p = __builtin_frame_address(0);", "stack"),
+        (
+            'void* f = nullptr; cudaGetDriverEntryPoint("cuCtxSet" "Limit", &f, cudaEnableDefault, nullptr);',
+            "driver",
+        ),
+        (
+            'void* f = nullptr; cudaGetDriverEntryPoint("cuCtx\\123etLimit", &f, cudaEnableDefault, nullptr);',
+            "driver",
+        ),
+        ('void* f = nullptr; cudaGetDriverEntryPoint("cuCtx\\x53" "etLimit", &f, 0, nullptr);', "driver"),
+        (
+            "char n[] = {'c', 'u', 0}; void* f; cudaGetDriverEntryPoint(n, &f, cudaEnableDefault, nullptr);",
+            "literal",
+        ),
+        ("auto get = &cudaGetDriverEntryPointByVersion; (void)get;", "literal"),
+        (
+            'void* f; cudaGetDriverEntryPoint("cu"\n#if 1\n  "CtxSetLimit", &f, 0, nullptr);\n#endif',
+            "cuCtxSetLimit",
+        ),
+        ("cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);", "driver API"),
+        ("cudaStreamCaptureStatus s; cudaStreamIsCapturing(stream, &s);", "capture"),
+        ('cudaLibrary_t lib; cudaLibraryLoadFromFile(&lib, "/tmp/x", 0, 0, 0, 0, 0, 0);', "loading code"),
+    ],
+    ids=lambda v: v[:40] if isinstance(v, str) else v,
+)
+def test_libc_variants_and_built_names_are_rejected(statement, why):
+    reasons = check_source(with_host("  " + statement))
+    assert any(why.lower() in r.lower() for r in reasons), reasons
+
+
+@pytest.mark.parametrize(
+    "code,why",
+    [
+        # a lone carriage return ends the // comment for the compiler: the check reads the same normalised text
+        ('  // note\r  system("ls");', "process creation"),
+        ('  // note\r\n  system("ls");', "process creation"),
+        # a splice continues a // comment onto the next line (the call is a comment: nothing to refuse) ...
+        ('  // note \\\n  system("ls");', None),
+        # ... but a splice in a directive name still makes the directive
+        ("#inc\\\nlude <thread>", "header"),
+        ('  const char* s = "a\\\n"; system("ls");', "process creation"),
+        # a raw string hides only what the compiler hides
+        ('  const char* r = R"x( system("a") )x"; system("b");', "process creation"),
+        ('  const char* r = R"x(\nmov.u32 %0, 1;\n)x"; (void)r;', None),
+        # a raw string spanning lines is printed verbatim by the preprocessor: no line of it may pose as a marker
+        ('  const char* r = R"x(\n# 1 "cuda_runtime.h"\n)x"; (void)r;', "line marker"),
+        ('  const char* r = R"x(\n#include <thread>\n)x"; (void)r;', "line marker"),
+        ('  const char* r = R"x( )x\\\n" )x"; system("b");', "raw string"),
+        # an identifier that merely ends in R is no raw-string prefix
+        ('  int xR = 0; const char* s = xR"(" ; system("ls"); //)"; (void)s;', "process creation"),
+        ('  int fooR = 1; (void)fooR"x("; system("ls"); //)x";', "process creation"),
+        # a digit separator is not a character literal; a quote after a number that is not one is
+        ("  int n = 1'000; system(\"ls\"); char c = '1';", "process creation"),
+        # header names hold no comments or literals
+        ('#include <cuda_fp16.h> // \'\n  system("ls");', "process creation"),
+        ("  ??=define X 1", "trigraph"),
+        ("  int a = 1; // ??/\n  int b = 2;", "trigraph"),
+    ],
+)
+def test_the_lexer_follows_the_translation_phases(code, why):
+    reasons = check_source(with_host(code))
+    if why is None:
+        assert reasons == [], reasons
+    else:
+        assert any(why.lower() in r.lower() for r in reasons), reasons
+
+
+def test_reasons_name_lines_of_the_text_nvcc_compiles():
+    src = with_host('  int a = 0; // x\r  system("ls");')
+    (reason,) = check_source(src)
+    assert reason.startswith("line 6:"), reason  # the lone CR is a line break in the normalised source
+    spliced = with_host('  int a = \\\n   0;\n  system("ls");')
+    (reason,) = check_source(spliced)
+    assert reason.startswith("line 7:"), reason  # lines of the file, not of the spliced text
+
+
+def test_allowed_pragmas_and_literal_driver_names_pass():
+    prelude = """
+#pragma once
+#pragma pack(push, 1)
+#pragma pack(pop)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused"
+#pragma GCC diagnostic pop
+#pragma nv_diag_suppress 177
+#define UNROLL _Pragma("unroll")
+__global__ void k(float* x) {
+#pragma unroll 4
+  for (int i = 0; i < 4; ++i) x[i] = 0;
+  UNROLL for (int i = 0; i < 4; ++i) x[i] += 1;
+}"""
+    body = """  void* p = nullptr;
+  cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, nullptr);
+  cudaGetDriverEntryPointByVersion("cuTensor" "MapEncodeTiled", &p, 12000, cudaEnableDefault, nullptr);
+  float t = 1.0f; (void)t; const char* s = u8"caf\u00e9 \\x53"; (void)s;"""
+    assert check_source(with_host(body, prelude=prelude)) == []
 
 
 def test_number_separators_and_literals_do_not_confuse_the_scan():
@@ -189,6 +336,11 @@ __host__ __device__ inline int lane_or_zero() {
     assert check_source(with_host("  (void)lane_or_zero();", prelude=prelude)) == []
 
 
+def test_a_device_word_inside_a_parameter_list_does_not_make_host_code_device_code():
+    prelude = 'inline int g(int x = sizeof(decltype([] __device__ () {}))) { asm("nop"); return x; }'
+    assert any("`asm`" in r for r in check_source(with_host("", prelude=prelude)))
+
+
 def test_bad_sources_are_named():
     assert "empty" in check_source("")[0]
     assert "empty" in check_source(" \n\t ")[0]
@@ -227,3 +379,95 @@ def test_adversarial_kernels_get_their_static_verdict(kernel):
 @pytest.mark.parametrize("kernel", honest(), ids=lambda k: k.name)
 def test_honest_kernels_pass(kernel):
     assert check_source(kernel.source) == []
+
+
+# ----------------------------------------------------------------------------- after macro expansion
+
+PREPROCESSED = """# 0 "kernel.cu"
+# 1 "<built-in>"
+# 1 "/usr/include/stdlib.h" 1 3
+extern int system (const char *__command) ;
+# 1 "kernel.cu"
+__attribute__((global)) void k(float* x) { asm volatile("nop;"); x[0] = 0; }
+__attribute__((host)) __attribute__((device)) inline int h() { asm volatile("syscall"); return 0; }
+
+#pragma redefine_extname lookup dlsym
+# 9 "kernel.cu"
+static int f(const char*) __attribute__((weakref("sys" "tem")));
+extern "C" int hgemm_run() { void* p; cudaGetDriverEntryPoint("cuCtxSet" "Limit", &p, 0, 0);
+  asm(".incbin \\"/etc/passwd\\""); return 0; }
+"""
+
+
+def test_candidate_lines_come_from_the_candidate_file_only():
+    lines = candidate_lines(PREPROCESSED, "kernel.cu")
+    assert [no for no, _ in lines] == [1, 2, 4, 9, 10, 11]
+    assert not any("extern int system" in text for _, text in lines)
+
+
+def test_expanded_text_is_judged_by_the_same_rules():
+    reasons = expanded_reasons(PREPROCESSED, "kernel.cu")
+    text = "\n".join(reasons)
+    assert all("(after macro expansion)" in r for r in reasons), reasons
+    assert "line 1 " not in text  # device-only asm is fine
+    assert any(r.startswith("line 2 ") and "`asm`" in r for r in reasons), (
+        reasons
+    )  # host half of __host__ __device__
+    assert any(r.startswith("line 4 ") and "redefine_extname" in r for r in reasons), reasons
+    assert any(r.startswith("line 9 ") and "weakref" in r for r in reasons), reasons
+    assert any(r.startswith("line 10 ") and "cuCtxSetLimit" in r for r in reasons), reasons
+    assert any(r.startswith("line 11 ") and ".incbin" in r for r in reasons), reasons
+    assert expanded_reasons(PREPROCESSED, "other.cu") == []
+
+
+# ------------------------------------------------------------ agreement with the host preprocessor
+
+# Each snippet places MARK after a lexically tricky construct; the check must see MARK as code exactly when
+# g++'s preprocessor does (MARK is a macro, so g++ expands it only where it is code).
+LEXER_CASES = [
+    "int a = 0x1'2; MARK;",
+    "int b = 1'a'; MARK; // '",
+    "auto c = u8'a'; MARK;",
+    'auto d = LR"(a)"; MARK;',
+    'auto e = R"a b(x)a b"; MARK; //"',
+    'auto f = R"abcdefghijklmnopq(x)abcdefghijklmnopq"; MARK;',
+    "#define X(a) #a\nauto g = X('); MARK; //'",
+    "/\\\n* comment *\\\n/ MARK;",
+    "char h = '\\''; MARK;",
+    'const char* i = "\\\\"; MARK;',
+    "int j = 'ab'; MARK;",
+    "int k = 0e+1'2; MARK;",
+    "int l = 1.e'+2; MARK; // '",
+    'auto m = u8R"x(\n)x"; MARK;',
+    'auto n = uR"x(\n"\n)x"; MARK;',
+    "int o = 1; // comment \\\nMARK;",
+    "int p = 1; /* a */ MARK; /* b",
+    'auto r = "unterminated\nMARK;',
+    "auto s = 'x\nMARK;",
+    "int t = 0x'1; MARK; //'",
+    'auto v = R"(a)" R"(b)"; MARK;',
+    'auto w = $R"x(" ; MARK; //)x";',
+    'auto x = \u00e9R"x(" ; MARK; //)x";',
+    '#if 0\nR"x(\n#endif\nMARK;\n)x"\n#endif',
+    "#if 0\n'\n#endif\nMARK;",
+    "auto y = sizeof('\"'); MARK; // \"",
+    "int z = 1; // a ??/\nMARK;",
+]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH")
+def test_the_lexer_sees_code_where_the_host_preprocessor_does():
+    from hgemm.evaluator.static_check import _scan
+
+    from hgemm.core.record import normalize_source
+
+    wrong = []
+    for snippet in LEXER_CASES:
+        src = "#define MARK 12345\n" + snippet + "\n"
+        out = subprocess.run(["g++", "-std=c++17", "-E", "-P", "-x", "c++", "-"], input=src, capture_output=True,
+                             text=True, timeout=60).stdout  # fmt: skip
+        compiler_sees_code = "12345" in out
+        check_sees_code = "MARK" in _scan(normalize_source(src)).code.split("\n", 1)[1]
+        if compiler_sees_code != check_sees_code:
+            wrong.append((snippet, compiler_sees_code, check_sees_code))
+    assert not wrong, wrong

@@ -22,6 +22,7 @@ FAILURE_KINDS = (
     "bad_source",  # not UTF-8, empty, missing hgemm_run
     "static_check",  # host code reaching outside its job
     "compile_error",  # nvcc failed (log kept verbatim)
+    "object_audit",  # what nvcc built reaches outside its job (imports, load-time code, sizes, expanded source)
     "load_error",  # dlopen / symbol lookup failed in the worker
     "unsupported_shape",  # hgemm_supports said no (not a defect)
     "launch_error",  # hgemm_run returned a CUDA error

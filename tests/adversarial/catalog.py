@@ -1,11 +1,12 @@
 """The test kernels on disk: adversarial ones (tests/adversarial) and honest ones (tests/honest).
 
 Each adversarial `.cu` opens with `// CHEAT: <how it cheats or breaks>` and
-`// EXPECT: <failure kind>[|<alternative>...]`; each honest one with `// HONEST: <what it is>`.
-`// EXPECT: no_gain` plus `// TWIN: <honest kernel>` marks a cheat the evaluator makes pointless rather
-than refuses: it must be accepted, and timed no faster than its honest twin.
-`adversarial()` and `honest()` read and validate these headers, so a malformed kernel file
-fails every test that uses it.
+`// EXPECT: <failure kind>[|<alternative>...]`, optionally followed by `// NO-BUILD: <why>` for a
+kernel the tests must never hand to nvcc (a compile bomb); each honest one with
+`// HONEST: <what it is>`. `// EXPECT: no_gain` plus `// TWIN: <honest kernel>` marks a cheat the
+evaluator makes pointless rather than refuses: it must be accepted, and timed no faster than its honest
+twin. `adversarial()` and `honest()` read and validate these headers, so a malformed kernel file fails
+every test that uses it. Sources are the files' exact bytes (a lone carriage return stays one).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class KernelFile:
     source: str
     summary: str  # the CHEAT or HONEST line
     expect: tuple[str, ...] = ()  # accepted failure kinds; empty for honest kernels; ("no_gain",) for neutralised
+    builds: bool = True  # False: never compiled by the tests (NO-BUILD)
     twin: str = ""  # for no_gain: the honest kernel it must not beat
 
     @property
@@ -32,11 +34,22 @@ class KernelFile:
         """True when the static check must refuse it."""
         return self.expect == ("static_check",)
 
+    @property
+    def cpu_stage(self) -> bool:
+        """True when it is refused before any GPU is needed (`hgemm check` refuses it)."""
+        return set(self.expect) <= {"bad_source", "static_check", "compile_error", "object_audit"}
 
-def _header(path: Path, line_no: int, tag: str) -> str:
-    lines = path.read_text().splitlines()
+
+def _read(path: Path) -> str:
+    return path.read_bytes().decode("utf-8")
+
+
+def _header(path: Path, line_no: int, tag: str, optional: bool = False) -> str | None:
+    lines = _read(path).split("\n")
     prefix = f"// {tag}:"
     if len(lines) <= line_no or not lines[line_no].startswith(prefix):
+        if optional:
+            return None
         raise ValueError(f"{path.name}: line {line_no + 1} must start with '{prefix}'")
     return lines[line_no][len(prefix) :].strip()
 
@@ -54,12 +67,13 @@ def adversarial() -> list[KernelFile]:
             unknown = [k for k in expect if k not in FAILURE_KINDS]
             if unknown:
                 raise ValueError(f"{path.name}: EXPECT names unknown failure kinds {unknown}")
-        kernels.append(KernelFile(path.stem, path, path.read_text(), _header(path, 0, "CHEAT"), expect, twin))
+        builds = _header(path, 2, "NO-BUILD", optional=True) is None
+        kernels.append(KernelFile(path.stem, path, _read(path), _header(path, 0, "CHEAT"), expect, builds, twin))
     return kernels
 
 
 def honest() -> list[KernelFile]:
     return [
-        KernelFile(p.stem, p, p.read_text(), _header(p, 0, "HONEST"))
+        KernelFile(p.stem, p, _read(p), _header(p, 0, "HONEST"))
         for p in sorted((TESTS / "honest").glob("*.cu"))
     ]

@@ -1,0 +1,19 @@
+// CHEAT: uses #line to make its own code look like cuda_runtime.h's, so a scan of the preprocessed file skips it
+// EXPECT: static_check
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+__global__ void gemm_naive(const __half* A, const __half* B, __half* C, int M, int N, int K) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y * blockDim.y + threadIdx.y;
+    if (m >= M || n >= N) return;
+    float acc = 0.f;
+    for (int k = 0; k < K; ++k) acc += __half2float(A[(size_t)m * K + k]) * __half2float(B[(size_t)k * N + n]);
+    C[(size_t)m * N + n] = __float2half(acc);
+}
+
+#line 1 "/usr/local/cuda/include/cuda_runtime.h"
+extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __half* C, int M, int N, int K,
+                         void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+    gemm_naive<<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16), 0, stream>>>(A, B, C, M, N, K);
+    return (int)cudaGetLastError();
+}
