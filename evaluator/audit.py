@@ -285,9 +285,18 @@ def read_elf(data: bytes) -> Elf:
 
 
 def run_tool(cmd: list[str], timeout_s: float = 120) -> tuple[int, str]:
-    """Run an inspection tool on a build product: (exit code, stdout). The one place tools are started."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    return proc.returncode, proc.stdout
+    """Run an inspection tool on a build product, in the sandbox: (exit code, stdout). The one
+    place tools are started; a tool that runs out of time raises subprocess.TimeoutExpired."""
+    from hgemm.evaluator import sandbox
+
+    folder = sandbox.private_folder("tool-")
+    try:
+        code, out = sandbox.run(cmd, "compile", folder, timeout_s, with_stderr=False)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if code is None:
+        raise subprocess.TimeoutExpired(cmd, timeout_s)
+    return code, out
 
 
 def _name_demangled(reasons: list[str]) -> None:

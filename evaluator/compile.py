@@ -32,7 +32,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -42,7 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from hgemm.evaluator import audit
+from hgemm.evaluator import audit, compile_cache
 from hgemm.evaluator.static_check import bad_source_reasons, banned_reasons
 
 from hgemm.core.errors import NoCompiler
@@ -60,6 +59,7 @@ BASE_FLAGS = (
     "-Xcompiler",
     "-fPIC",
 )
+COMPILE_TIMEOUT_S = 120.0  # a compile past two minutes is a bomb or a bug; its process tree is killed
 CACHE_FORMAT = 2  # bump when the layout of a cache entry changes
 SOURCE_NAME = "kernel.cu"  # the candidate's file name in a build directory (the audit finds its lines by it)
 
@@ -276,6 +276,7 @@ def _load_cached(key: str, source: str, check: bool = True) -> CompileResult | N
         meta = json.loads((entry / "meta.json").read_text())
     except (OSError, ValueError):
         return None
+    compile_cache.touch(entry)
     result = CompileResult.from_dict(meta)
     if result.ok:
         lib = entry / "kernel.so"
@@ -306,20 +307,11 @@ def _baseline(nvcc: str, flags: tuple[str, ...]) -> audit.Baseline:
 
 
 def _run_nvcc(cmd: list[str], cwd: str, timeout_s: float) -> tuple[int | None, str]:
-    """(exit code or None on timeout, combined output). The whole process group is killed on timeout."""
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, _ = proc.communicate()
-        return None, out or ""
+    """(exit code or None on timeout, combined output), run in the sandbox's compile profile with the build
+    folder as its only writable place (and its TMPDIR); the whole process tree is killed on timeout."""
+    from hgemm.evaluator import sandbox
+
+    return sandbox.run(cmd, "compile", Path(cwd), timeout_s)
 
 
 def _compile_checked(
@@ -459,7 +451,7 @@ def _first_error(out: str, code: int) -> str:
 def compile_source(
     source: str,
     archs: tuple[str, ...] = DEFAULT_ARCHS,
-    timeout_s: float = 600,
+    timeout_s: float = COMPILE_TIMEOUT_S,
     extra_flags: tuple[str, ...] = (),
     use_cache: bool = True,
     check: bool = True,
@@ -491,7 +483,7 @@ def compile_source(
     return _compile_checked(text, tuple(archs), tuple(extra_flags), timeout_s, use_cache, check)
 
 
-def compile_trusted(source: str, archs: tuple[str, ...] = DEFAULT_ARCHS, timeout_s: float = 600) -> CompileResult:
+def compile_trusted(source: str, archs: tuple[str, ...] = DEFAULT_ARCHS, timeout_s: float = COMPILE_TIMEOUT_S) -> CompileResult:
     """Compile the evaluator's own code (never a candidate's): no contract checks, same cache."""
     return _compile_checked(normalize_source(source), tuple(archs), (), timeout_s, True, False)
 
@@ -500,7 +492,7 @@ def compile_sources(
     sources: list[str],
     archs: tuple[str, ...] = DEFAULT_ARCHS,
     jobs: int | None = None,
-    timeout_s: float = 600,
+    timeout_s: float = COMPILE_TIMEOUT_S,
     extra_flags: tuple[str, ...] = (),
     use_cache: bool = True,
     check: bool = True,
@@ -509,6 +501,7 @@ def compile_sources(
     find_nvcc()  # fail once, clearly, before any work
     audit.find_objdump()
     _sweep_stale_builds()
+    compile_cache.evict(state_dir("cache"))
     jobs = max(1, jobs or os.cpu_count() or 1)
 
     def one(source: str) -> CompileResult:

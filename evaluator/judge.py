@@ -21,6 +21,7 @@ import math
 import os
 import random
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,8 +41,6 @@ OFFLINE_SAMPLES = {"quick": 7, "full": 15}
 SERVER_SAMPLES = 30
 WITNESS_TOLERANCE = 8 * 2.0**-11  # per row: error of the row sum over sqrt(sum of squared terms)
 REPLY_LIMIT = 1 << 20
-PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
-              "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "LANG", "HGEMM_HOME")
 
 
 class RunnerFailed(Exception):
@@ -56,30 +55,22 @@ def slots_for(estimate_us: float, M: int, N: int, K: int) -> int:
     return max(1, min(timing.reps_for(estimate_us), RING_BYTES // per_slot, MAX_SLOTS))
 
 
-def runner_env() -> dict[str, str]:
-    """What a runner inherits: the paths it needs to start, nothing else (no keys, no tokens)."""
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
-RUNNER_COMMAND = ("-P", "-m", "hgemm.evaluator.runner")
-
-
 class RunnerProcess:
-    """A runner, as the judge sees it: a process, two pipes, and a log file for its output. `command` is
-    what follows the interpreter (tests start scripted runners)."""
+    """A runner, as the judge sees it: a sandboxed process, two pipes, a log file for its output, and a
+    private folder removed when it ends. `module` and `env_extra` let tests start scripted runners."""
 
-    def __init__(self, command: tuple[str, ...] = RUNNER_COMMAND) -> None:
+    def __init__(self, module: str = "hgemm.evaluator.runner", args: tuple[str, ...] = (),
+                 env_extra: dict[str, str] | None = None) -> None:
+        from hgemm.evaluator import sandbox
+
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         self.log = state_dir("logs") / f"runner-{os.getpid()}-{time.time_ns()}.log"
+        self.folder = sandbox.private_folder("runner-")
+        argv = ["-m", module, *args, "--requests", str(req_r), "--replies", str(rep_w)]
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, *command, "--requests", str(req_r), "--replies", str(rep_w)],
-                pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=runner_env(),
-                start_new_session=True,
-            )
+            self.proc = sandbox.popen(argv, "runner", self.folder, env_extra, pass_fds=(req_r, rep_w),
+                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         os.close(req_r)
         os.close(rep_w)
         self.requests = os.fdopen(req_w, "w")
@@ -147,11 +138,12 @@ class RunnerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.proc.returncode
-        if code is not None and code < 0:
+        signum = -code if code is not None and code < 0 else code - 128 if code is not None and code > 128 else 0
+        if signum:  # killed here, or inside the sandbox's PID namespace (reported as 128 + the signal)
             try:
-                return f"signal {signal.Signals(-code).name}"
+                return f"signal {signal.Signals(signum).name}"
             except ValueError:
-                return f"signal {-code}"
+                return f"signal {signum}"
         return f"exit {code}"
 
     def kill(self) -> None:
@@ -171,6 +163,7 @@ class RunnerProcess:
         except OSError:
             pass
         self.replies = -1
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _number_list(reply: dict, key: str, most: int) -> list[float]:

@@ -1,6 +1,6 @@
 """A runner that misbehaves on request, for tests of the judge's runner client (no GPU).
 
-    python scripted_runner.py BEHAVIOUR --requests FD --replies FD
+    python -m scripted_runner BEHAVIOUR --requests FD --replies FD
 """
 
 from __future__ import annotations

@@ -3,17 +3,20 @@ floods or dies costs its candidate a typed failure, never the judge."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from hgemm.evaluator import judge
 from hgemm.evaluator.runner import derive
 
-SCRIPT = str(Path(__file__).with_name("scripted_runner.py"))
+TESTS = str(Path(__file__).parent)
 
 
 def runner(behaviour: str) -> judge.RunnerProcess:
-    return judge.RunnerProcess(command=(SCRIPT, behaviour))
+    """A scripted runner, started in the sandbox exactly as a real one is."""
+    path = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH", "")) if p)
+    return judge.RunnerProcess(module="scripted_runner", args=(behaviour,), env_extra={"PYTHONPATH": path})
 
 
 def test_an_honest_reply_is_read_and_checked(hgemm_home):
@@ -69,12 +72,12 @@ def test_a_runner_that_cannot_start_is_a_crash(hgemm_home):
         r.wait_ready(10)
 
 
-def test_runners_inherit_no_secrets(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
-    env = judge.runner_env()
-    assert "OPENAI_API_KEY" not in env and "GITHUB_TOKEN" not in env
-    assert set(env) <= set(judge.PASSED_ENV) | {"PYTHONDONTWRITEBYTECODE"}
+def test_a_finished_runner_leaves_no_private_folder(hgemm_home):
+    r = runner("honest")
+    folder = r.folder
+    assert folder.is_dir()
+    r.kill()
+    assert not folder.exists()
 
 
 def test_seeds_derive_the_same_everywhere_and_differ_by_tag():

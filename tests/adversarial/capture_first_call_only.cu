@@ -1,4 +1,4 @@
-// CHEAT: of the calls captured into graphs, only the first launches the GEMM; the rest launch nothing, so a graph of back-to-back calls times one GEMM for many
+// CHEAT: counts its calls: after the check's five (four eager, one captured) only the first launches the GEMM and the rest launch nothing, so the timing graph's back-to-back calls time one GEMM for many
 // EXPECT: unwritten_output
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,10 +13,8 @@ __global__ void gemm_naive(const __half* A, const __half* B, __half* C, int M, i
 
 extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __half* C, int M, int N, int K,
                          void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-    static int captured_calls = 0;
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaStreamIsCapturing(stream, &status);
-    if (status == cudaStreamCaptureStatusActive && captured_calls++ > 0) return 0;
+    static int calls = 0;
+    if (++calls > 6) return 0;  // the timing graph's first call computes, the others nothing
     gemm_naive<<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16), 0, stream>>>(A, B, C, M, N, K);
     return (int)cudaGetLastError();
 }

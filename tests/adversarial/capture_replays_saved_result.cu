@@ -1,4 +1,4 @@
-// CHEAT: eager calls compute and save C in the workspace; calls captured into a graph only copy that saved result back (the old check replayed a graph once, on the values it was captured with)
+// CHEAT: its first four (eager) calls compute and save C in the workspace; later calls, captured into graphs, only copy that saved result back (the old check replayed a graph once, on the values it was captured with)
 // EXPECT: stale_result|incorrect|unwritten_output
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -15,9 +15,8 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
                          void* workspace, size_t workspace_bytes, cudaStream_t stream) {
     const size_t bytes = (size_t)M * N * sizeof(__half);
     if (bytes > workspace_bytes) return (int)cudaErrorInvalidValue;
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaStreamIsCapturing(stream, &status);
-    if (status == cudaStreamCaptureStatusActive)
+    static int calls = 0;
+    if (++calls > 4)
         return (int)cudaMemcpyAsync(C, workspace, bytes, cudaMemcpyDeviceToDevice, stream);
     gemm_naive<<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16), 0, stream>>>(A, B, C, M, N, K);
     cudaMemcpyAsync(workspace, C, bytes, cudaMemcpyDeviceToDevice, stream);

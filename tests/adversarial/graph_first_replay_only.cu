@@ -1,4 +1,4 @@
-// CHEAT: under graph capture launches a GEMM that runs only the first time the graph is replayed (a device flag), so later replays leave C as it was
+// CHEAT: counts its calls: from the fifth on (the check's capture) it launches a GEMM that runs only the first time its graph is replayed (a device flag), so later replays leave C as it was
 // EXPECT: stale_result|unwritten_output
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -26,10 +26,9 @@ __global__ void mark_done() { graph_done = 1; }
 
 extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __half* C, int M, int N, int K,
                          void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaStreamIsCapturing(stream, &status);
+    static int calls = 0;
     const dim3 grid((N + 15) / 16, (M + 15) / 16), block(16, 16);
-    if (status == cudaStreamCaptureStatusActive) {
+    if (++calls > 4) {  // three draws and the late-input call are eager; the capture comes next
         gemm_once<<<grid, block, 0, stream>>>(A, B, C, M, N, K);
         mark_done<<<1, 1, 0, stream>>>();
     } else {

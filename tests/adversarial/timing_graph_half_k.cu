@@ -1,4 +1,4 @@
-// CHEAT: a capture holding more than one call is a timing graph: from its second call on, it multiplies only the first half of K
+// CHEAT: counts its calls: the ones after the check's five are the timing graph's, and from that graph's second call on it multiplies only the first half of K
 // EXPECT: incorrect
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,11 +13,8 @@ __global__ void gemm_k(const __half* A, const __half* B, __half* C, int M, int N
 
 extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __half* C, int M, int N, int K,
                          void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-    static int in_capture = 0;
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaStreamIsCapturing(stream, &status);
-    in_capture = status == cudaStreamCaptureStatusActive ? in_capture + 1 : 0;
-    const int k_end = in_capture >= 2 ? K / 2 : K;
+    static int calls = 0;
+    const int k_end = ++calls > 6 ? K / 2 : K;
     gemm_k<<<dim3((N + 15) / 16, (M + 15) / 16), dim3(16, 16), 0, stream>>>(A, B, C, M, N, K, k_end);
     return (int)cudaGetLastError();
 }
