@@ -20,6 +20,7 @@ import json
 import math
 import os
 import random
+import re
 import select
 import shutil
 import signal
@@ -129,7 +130,9 @@ class RunnerProcess:
         if reply.get("ok") is not True:
             name = reply.get("cuda_error")
             self.kill()
-            raise RunnerFailed("crash", f"{op}: CUDA error {name}" if isinstance(name, str) else f"{op} failed")
+            if isinstance(name, str) and re.fullmatch(r"cuda[A-Za-z]{1,60}|launch failed", name):
+                raise RunnerFailed("crash", f"{op}: CUDA error {name}")
+            raise RunnerFailed("crash", f"{op} failed")
         return reply
 
     def _exit(self) -> str:

@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from hgemm.agent.llm.feedback import SafeFailure, safe_failure, strip_comments
 from hgemm.agent.proposer import ProposalContext
 from hgemm.evaluator.api import contract_text
 
@@ -41,13 +42,6 @@ class Scored:
 
 
 @dataclass
-class Failure:
-    hash: str
-    kind: str
-    message: str
-
-
-@dataclass
 class Prompt:
     system: str
     user: str
@@ -71,7 +65,7 @@ def scored_from_record(source: str, record: EvalRecord) -> Scored | None:
     ncu = dict(list((record.ncu or {}).items())[:NCU_KEYS_SHOWN])
     return Scored(
         hash=record.kernel_hash,
-        source=source,
+        source=strip_comments(source),
         M=record.M,
         N=record.N,
         K=record.K,
@@ -84,11 +78,11 @@ def scored_from_record(source: str, record: EvalRecord) -> Scored | None:
     )
 
 
-def failure_from_record(record: EvalRecord) -> Failure | None:
+def failure_from_record(record: EvalRecord, source: str = "") -> SafeFailure | None:
+    """A failed record as a prompt may show it: its kind, numbers and the source lines it points at."""
     if record.ok or not record.failure_kind or record.failure_kind in NOT_DEFECTS:
         return None
-    message = " ".join((record.failure_message or "").split())
-    return Failure(record.kernel_hash, record.failure_kind, message[:400])
+    return safe_failure(record.kernel_hash, record.failure_kind, record.failure_message, source)
 
 
 def _prefer(a: Scored, b: Scored, shape: tuple[int, int, int]) -> Scored:
@@ -100,7 +94,7 @@ def _prefer(a: Scored, b: Scored, shape: tuple[int, int, int]) -> Scored:
     return a if key(a) > key(b) else b
 
 
-def gather(ctx: ProposalContext, limit: int = 32) -> tuple[list[Scored], list[Failure], EvalRecord | None]:
+def gather(ctx: ProposalContext, limit: int = 32) -> tuple[list[Scored], list[SafeFailure], EvalRecord | None]:
     """Scored kernels (best first, one per hash), recent failures on this shape (newest first), and the
     newest timed record on this shape (for its baselines and floors)."""
     shape = (ctx.M, ctx.N, ctx.K)
@@ -110,13 +104,13 @@ def gather(ctx: ProposalContext, limit: int = 32) -> tuple[list[Scored], list[Fa
     pairs.extend(llm_sources.from_store(ctx, limit))
     pairs.extend((c.source, r) for c, r in ctx.history)
     best: dict[str, Scored] = {}
-    failures: dict[str, Failure] = {}
+    failures: dict[str, SafeFailure] = {}
     latest: EvalRecord | None = None
     for source, record in pairs:
         if (record.M, record.N, record.K) == shape:
             if record.modes and (latest is None or record.created >= latest.created):
                 latest = record
-            failure = failure_from_record(record)
+            failure = failure_from_record(record, source)
             if failure:
                 failures.pop(failure.hash, None)
                 failures[failure.hash] = failure

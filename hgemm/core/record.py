@@ -40,7 +40,8 @@ FAILURE_KINDS = (
     "suspicious_speed",  # faster than the physical floor
     "timing_disturbed",  # correct, but the host fell behind the GPU in most timed samples: no honest time
 )
-NOT_DEFECTS = ("unsupported_shape", "timing_disturbed")  # failures that say nothing against the kernel
+NOT_DEFECTS = ("unsupported_shape", "timing_disturbed")
+MESSAGE_CHARS = 4000  # a failure message is kept to this length (compiler and check output can be unbounded)  # failures that say nothing against the kernel
 
 
 def utc_now() -> str:
@@ -161,7 +162,7 @@ class EvalRecord:
 
     def fail(self, kind: str, message: str) -> EvalRecord:
         assert kind in FAILURE_KINDS, kind
-        self.failure_kind, self.failure_message = kind, message
+        self.failure_kind, self.failure_message = kind, message[:MESSAGE_CHARS]
         if kind not in NOT_DEFECTS:
             self.correct = False
         return self
