@@ -40,8 +40,8 @@ FAILURE_KINDS = (
     "suspicious_speed",  # faster than the physical floor
     "timing_disturbed",  # correct, but the host fell behind the GPU in most timed samples: no honest time
 )
-NOT_DEFECTS = ("unsupported_shape", "timing_disturbed")
-MESSAGE_CHARS = 4000  # a failure message is kept to this length (compiler and check output can be unbounded)  # failures that say nothing against the kernel
+NOT_DEFECTS = ("unsupported_shape", "timing_disturbed")  # failures that say nothing against the kernel
+MESSAGE_CHARS = 4000  # a failure message is kept to this length (compiler and check output can be unbounded)
 
 
 def utc_now() -> str:
