@@ -106,12 +106,21 @@ def _apply_options(config: Config, **options: Any) -> Config:
         "finalists": ("search", "finalists"),
         "seed": ("search", "seed"),
         "quick_server": ("search", "quick_server"),
+        "confirm": ("search", "confirm"),
+        "confirm_reps": ("search", "confirm_reps"),
     }
     for option, value in options.items():
         if value is not None:
             section, key = targets[option]
             setattr(getattr(config, section), key, value)
     return config
+
+
+def measured_text(result: Any) -> str:
+    """How the reported figures were measured."""
+    if result.confirmation:
+        return "confirmed: " + result.confirmation["how"]
+    return "unconfirmed: the best of the search's own measurements"
 
 
 def summary(result: Any) -> dict[str, Any]:
@@ -123,6 +132,9 @@ def summary(result: Any) -> dict[str, Any]:
         "run_id": result.run_id,
         "seconds": round(result.seconds, 2),
         "evals": result.evals,
+        "confirm_evals": result.confirm_evals,
+        "measured": measured_text(result),
+        "confirmation": result.confirmation,
         "quick": result.quick,
         "full": result.full,
         "correct": result.correct,
@@ -174,6 +186,7 @@ def print_result(result: Any) -> None:
         f"Best kernel {result.best.hash} from {result.best.proposer}"
         + (f" ({result.best.family})" if result.best.family else "")
     )
+    console.print(f"Figures {measured_text(result)}.")
     table = Table("baseline", *[f"{m} us" for m in rec.modes], *[f"{m} speedup" for m in rec.modes])
     names = sorted({b for r in rec.modes.values() for b in r.baselines})
     cand = ["kernel"] + [f"{r.candidate.median_us:.2f}" for r in rec.modes.values()] + ["" for _ in rec.modes]
@@ -208,6 +221,10 @@ def optimize_command(
     quick_server: bool | None = typer.Option(
         None, "--quick-server/--no-quick-server", help="time server mode at the quick stage too; promote by the objective"
     ),
+    confirm: int | None = typer.Option(
+        None, help="after the search, measure this many best kernels again and crown the winner by those figures "
+        "(0: unconfirmed figures; not counted in --budget-evals)"),
+    confirm_reps: int | None = typer.Option(None, help="fresh evaluations of each kernel --confirm measures"),
     out: Path | None = typer.Option(None, help="write the best kernel to this .cu file"),
     json_out: Path | None = typer.Option(None, "--json", help="write a JSON summary of the run to this file"),
     ncu: bool = typer.Option(False, help="collect Nsight Compute metrics at the full stage"),
@@ -237,7 +254,11 @@ def optimize_command(
         finalists=finalists,
         seed=seed,
         quick_server=quick_server,
+        confirm=confirm,
+        confirm_reps=confirm_reps,
     )
+    if config.search.confirm < 0 or config.search.confirm_reps < 1:
+        raise BadInput("--confirm must be 0 or more and --confirm-reps 1 or more")
     if out is not None and out.exists() and out.is_dir():
         raise BadInput(f"--out {out} is a directory")
     proposers = make_proposers(proposer, config)
@@ -299,6 +320,8 @@ def run_optimize(
             objective=objective,
             config=recorded,
             quick_server=config.search.quick_server,
+            confirm=config.search.confirm,
+            confirm_reps=config.search.confirm_reps,
         )
 
 

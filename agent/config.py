@@ -69,6 +69,8 @@ class SearchConfig:
     refresh: int = 2  # template proposer: archived configurations re-measured when their template changed
     refresh_within: float = REFRESH_WITHIN  # ... only those measured within this factor of the shape's best
     quick_server: bool = False  # quick stage also times server mode; finalists promoted by the objective
+    confirm: int = 3  # kernels measured again after the search (0: report unconfirmed figures)
+    confirm_reps: int = 3  # fresh evaluations of each
 
 
 @dataclass

@@ -47,6 +47,8 @@ from hgemm.core.shape import validate_shape
 
 STOP_REASONS = ("evals", "minutes", "llm_usd", "llm_tokens", "converged")
 OBJECTIVES = ("both", "offline", "server")
+CONFIRM_FINALISTS = 3  # kernels measured again after the search
+CONFIRM_REPETITIONS = 3  # fresh evaluations of each
 
 
 def validate_objective(objective: str) -> None:
@@ -125,6 +127,9 @@ class OptimizeResult:
     stop_reason: str
     run_id: int | None
     seconds: float
+    confirmation: dict[str, Any] | None = None  # how the winner's figures were measured (None: unconfirmed)
+    confirm_evals: int = 0  # evaluations the confirmation spent (outside the search's budget)
+    confirm_seconds: float = 0.0  # their GPU-worker seconds
 
 
 class _Reporter:
@@ -174,6 +179,8 @@ class _Run:
         sanitize,
         objective="both",
         quick_server=False,
+        confirm=CONFIRM_FINALISTS,
+        confirm_reps=CONFIRM_REPETITIONS,
     ):
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
@@ -202,6 +209,11 @@ class _Run:
         self.best: tuple[Candidate, EvalRecord] | None = None
         self.owner: dict[str, int] = {}  # candidate hash -> index of the proposer that made it
         self.llm = LLMUsage()
+        self.confirm_finalists, self.confirm_reps = confirm, confirm_reps
+        self.confirmed: dict[str, EvalRecord] = {}  # kernel hash -> its confirmed (median repetition) record
+        self.confirmation: dict[str, Any] | None = None
+        self.confirm_evals = 0
+        self.confirm_seconds = 0.0
 
     # ---- budget ----------------------------------------------------------------------------------
 
@@ -369,6 +381,65 @@ class _Run:
                     f"{score:.3f}x best cuBLAS ({self.objective})"
                 )
 
+    def confirm(self, report: _Reporter) -> None:
+        """Measure the search's best few kernels again, in fresh evaluations, and crown the best by those.
+
+        The `confirm_finalists` best distinct kernels by their best full-stage score are evaluated together
+        `confirm_reps` times (A, B, C, A, B, C: drift hits all alike; each evaluation interleaves the
+        kernel with the baselines). A kernel's confirmed score is the median of its repetitions' scores, and
+        its confirmed record is the repetition with that median; a kernel that fails a repetition is out.
+        Repetitions are archived as stage "confirm-rep", the confirmed record as stage "confirmed" (which
+        ranks, while this kernel's search rows on the shape stop ranking)."""
+        best: dict[str, tuple[float, Candidate]] = {}
+        for cand, rec in self.results:
+            score = objective_score(rec, self.objective) if rec.ok and rec.stage == "full" else None
+            if score is not None and (cand.hash not in best or score > best[cand.hash][0]):
+                best[cand.hash] = (score, cand)
+        finalists = [c for _, c in sorted(best.values(), key=lambda t: (-t[0], t[1].hash))][: self.confirm_finalists]
+        if not finalists:
+            return
+        reps: dict[str, list[EvalRecord]] = {c.hash: [] for c in finalists}
+        for rep in range(self.confirm_reps):
+            report.update(f"confirming {len(finalists)} finalists: repetition {rep + 1} of {self.confirm_reps}")
+            records = self.evaluator.evaluate([c.source for c in finalists], self.M, self.N, self.K, stage="full",
+                                              modes=MODES)
+            for cand, rec in zip(finalists, records, strict=True):
+                rec.stage = "confirm-rep"
+                self.confirm_evals += 1
+                self.confirm_seconds += rec.eval_seconds or 0.0
+                if self.archive is not None:
+                    self.archive.record(cand, rec, run_id=self.run_id)
+                reps[cand.hash].append(rec)
+        scores: dict[str, list[float]] = {}
+        for cand in finalists:
+            got = [(objective_score(r, self.objective), r) for r in reps[cand.hash]]
+            if not got or any(s is None for s, _ in got):
+                report.line(f"{cand.hash} did not hold up in its confirmation: left out")
+                continue
+            got.sort(key=lambda t: t[0])
+            median = got[(len(got) - 1) // 2][1]
+            confirmed = EvalRecord.from_dict({**median.to_dict(), "stage": "confirmed"})
+            self.confirmed[cand.hash] = confirmed
+            scores[cand.hash] = [s for s, _ in got]
+            if self.archive is not None:
+                self.archive.record(cand, confirmed, run_id=self.run_id)
+                self.archive.unrank_search_rows(cand.hash, self.M, self.N, self.K, confirmed.gpu)
+        if not scores:
+            self.best = None
+            return
+        winner = max(finalists, key=lambda c: (scores[c.hash][(len(scores[c.hash]) - 1) // 2], c.hash)
+                     if c.hash in scores else (-math.inf, c.hash))
+        self.best = (winner, self.confirmed[winner.hash])
+        spread = scores[winner.hash]
+        self.confirmation = {
+            "finalists": len(finalists), "repetitions": self.confirm_reps, "objective": self.objective,
+            "winner_scores": [round(s, 4) for s in spread],
+            "how": f"median of {self.confirm_reps} fresh evaluations of the best {len(finalists)} kernels of the "
+                   "search, repetitions interleaved, each interleaved with the baselines",
+        }  # fmt: skip
+        report.line(f"confirmed {winner.hash}: {spread[(len(spread) - 1) // 2]:.3f}x best cuBLAS ({self.objective}), "
+                    f"repetitions {min(spread):.3f}-{max(spread):.3f}")
+
     def certify(self, report: _Reporter, tries: int = 3) -> None:
         """Run the winner through the full suite plus compute-sanitizer. A winner that fails (the archive
         stops ranking it on this shape) gives way to the next fastest correct kernel of this run, full or
@@ -385,7 +456,9 @@ class _Run:
             report.update(f"sanitizer: {cand.hash}")
             ((_, rec),) = self.evaluate([(self.owner.get(cand.hash, 0), cand)], "full", sanitize=True)
             if rec.ok and objective_score(rec, self.objective) is not None:
-                self.best = (cand, rec)
+                self.best = (cand, self.confirmed.get(cand.hash, rec))
+                if cand.hash not in self.confirmed:
+                    self.confirmation = None  # the fallback was not among the confirmed: its figures are not
                 return
             report.line(f"{cand.hash} failed the sanitized run: {rec.failure_kind}")
 
@@ -417,6 +490,8 @@ def optimize(
     objective: str = "both",
     config: dict[str, Any] | None = None,
     quick_server: bool = False,
+    confirm: int = CONFIRM_FINALISTS,
+    confirm_reps: int = CONFIRM_REPETITIONS,
 ) -> OptimizeResult:
     """Search for the fastest correct kernel for M×N×K until a budget ends or the proposers run dry."""
     validate_shape(M, N, K)
@@ -424,7 +499,7 @@ def optimize(
         raise ValueError("optimize needs at least one proposer")
     run = _Run(
         M, N, K, proposers, evaluator, archive, retriever, budget, finalists, batch, patience, ncu, sanitize,
-        objective, quick_server,
+        objective, quick_server, confirm, confirm_reps,
     )
     if archive is not None:
         run.run_id = archive.start_run(
@@ -470,9 +545,13 @@ def optimize(
                 )
                 run.update_best(run.evaluate(finalists, "full"), report)
             run.sync_index()
+        if run.confirm_finalists > 0 and run.confirm_reps > 0:
+            run.confirm(report)
+        else:
+            report.line("figures unconfirmed: --confirm 0 reports the best of the search's own measurements")
         if run.sanitize:
             run.certify(report)
-            run.sync_index()
+        run.sync_index()
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -504,6 +583,9 @@ def optimize(
         stop_reason=reason,
         run_id=run.run_id,
         seconds=time.monotonic() - run.started,
+        confirmation=run.confirmation,
+        confirm_evals=run.confirm_evals,
+        confirm_seconds=run.confirm_seconds,
     )
 
 

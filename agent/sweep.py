@@ -141,6 +141,11 @@ def render_markdown(rows: list[dict[str, Any]], summary: dict[str, Any], name: s
         worst = f"{w['M']}×{w['N']}×{w['K']} ({w['speedup_best']:.3f}×)" if w else "—"
         share = "—" if s["share_below_1"] is None else f"{100 * s['share_below_1']:.0f}%"
         lines.append(f"| {mode} | {_fmt(s['geomean_speedup_best'])}× | {share} | {worst} |")
+    with_kernel = [r for r in rows if r.get("kernel")]
+    confirmed = sum(1 for r in with_kernel if r.get("measured") == "confirmed")
+    lines += ["", f"How the figures were measured: {confirmed} of {len(with_kernel)} shapes confirmed (each figure the "
+              "median of fresh evaluations of the search's best kernels after the search, repetitions interleaved, "
+              "each interleaved with the baselines); the rest are the best of the search's own measurements."]
     if summary["no_kernel"]:
         lines += ["", f"{summary['no_kernel']} shape(s) ended without a correct full-stage kernel."]
     failed = [r for r in rows if r.get("error")]
@@ -242,7 +247,8 @@ def archived_row(
             return None
         record = archive.eval_record(best["record_id"])
     spent = archive.execute(
-        "SELECT count(*) AS n, coalesce(sum(json_extract(record, '$.eval_seconds')), 0) AS s "
+        "SELECT sum(stage NOT IN ('confirm-rep', 'confirmed')) AS n, "
+        "coalesce(sum(CASE WHEN stage != 'confirmed' THEN json_extract(record, '$.eval_seconds') END), 0) AS s "
         "FROM records WHERE M = ? AND N = ? AND K = ? AND gpu = ?",
         (M, N, K, gpu),
     )[0]
@@ -258,7 +264,7 @@ def archived_row(
         evals=spent["n"],
         gpu_seconds=spent["s"],
         status="resumed",
-    )
+    ) | {"measured": "confirmed" if record is not None and record.stage == "confirmed" else "unconfirmed"}
 
 
 def run_sweep(
@@ -279,6 +285,8 @@ def run_sweep(
     on_row: Callable[[list[dict[str, Any]]], None] | None = None,
     objective: str = "both",
     quick_server: bool = False,
+    confirm: int = 3,
+    confirm_reps: int = 3,
 ) -> list[dict[str, Any]]:
     """Optimise each shape (budgets are per shape); rows in the order of `shapes`. `on_row(rows)` runs
     after every shape with the rows so far (the command rewrites its report there, so a sweep cut off
@@ -313,6 +321,8 @@ def run_sweep(
                         sanitize=sanitize,
                         objective=objective,
                         quick_server=quick_server,
+                        confirm=confirm,
+                        confirm_reps=confirm_reps,
                     )
                 except Exception as e:
                     # One shape's failure (say, a worker that could not prepare it) ends its own search only.
@@ -334,7 +344,7 @@ def searched_row(M: int, N: int, K: int, gpu: str, result: Any, prior: dict[str,
     """The report row of a finished search: its best kernel, or the archive's (status "kept") when that one
     scores higher on the objective, unless the sweep sanitizes (it reports only kernels it sanitized)."""
     best = result.best
-    spent = sum(r.eval_seconds or 0.0 for _, r in result.results)
+    spent = sum(r.eval_seconds or 0.0 for _, r in result.results) + getattr(result, "confirm_seconds", 0.0)
     row = row_from_record(M, N, K, result.best_record, kernel=best.hash if best else None,
                           family=best.family if best else None, proposer=best.proposer if best else None, gpu=gpu,
                           evals=result.evals, gpu_seconds=spent)  # fmt: skip
@@ -343,6 +353,11 @@ def searched_row(M: int, N: int, K: int, gpu: str, result: Any, prior: dict[str,
         row = {**prior, "status": "kept", "evals": row["evals"], "gpu_seconds": row["gpu_seconds"]}
     row["model_spearman"] = model_rank_correlation(result.results, M, N, K, gpu_info)
     row["stop_reason"] = result.stop_reason
+    if row.get("status") != "kept":
+        conf = getattr(result, "confirmation", None)
+        row["measured"] = ("confirmed" if conf else "unconfirmed") if row.get("kernel") else None
+        row["confirm_scores"] = conf["winner_scores"] if conf else None
+        row["confirm_evals"] = getattr(result, "confirm_evals", 0)
     return row
 
 
@@ -434,6 +449,10 @@ def sweep_command(
     quick_server: bool = typer.Option(
         False, "--quick-server", help="time server mode at the quick stage too; promote finalists by the objective"
     ),
+    confirm: int = typer.Option(
+        3, help="after each search, measure this many best kernels again and report the winner by those figures "
+        "(0: unconfirmed; not counted in --budget-evals)"),
+    confirm_reps: int = typer.Option(3, help="fresh evaluations of each kernel --confirm measures"),
 ) -> None:
     """Optimise every shape of a grid with the template proposer and write a report."""
     from hgemm.agent.commands import open_evaluator
@@ -471,6 +490,8 @@ def sweep_command(
             on_row=lambda so_far: write_report(so_far, out, report_name, plot_png=False),
             objective=objective,
             quick_server=quick_server,
+            confirm=confirm,
+            confirm_reps=confirm_reps,
         )
         if export_archive is not None:
             lines = archive.export(export_archive, "jsonl")

@@ -82,6 +82,9 @@ def record_row(record: EvalRecord, run_id: int | None) -> dict[str, Any]:
     }
 
 
+RANKED_STAGES = ("full", "confirmed")  # a search's full evaluations, and a confirmation's median repetition
+
+
 def evaluation_rows(record: EvalRecord, record_id: int) -> list[dict[str, Any]]:
     res = record.resources
     rows = []
@@ -99,7 +102,7 @@ def evaluation_rows(record: EvalRecord, record_id: int) -> list[dict[str, Any]]:
             "stage": record.stage,
             "mode": mode,
             "ranked": int(
-                record.stage == "full" and record.ok and c is not None and m.speedup_best is not None
+                record.stage in RANKED_STAGES and record.ok and c is not None and m.speedup_best is not None
             ),
             "correct": None if record.correct is None else int(bool(record.correct)),
             "failure_kind": record.failure_kind,

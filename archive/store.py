@@ -4,7 +4,8 @@ Invariants:
 - A kernel's id is `kernel_hash(source)`; its stored source is the normalised one. Adding it again is a
   no-op apart from merging new parent edges.
 - A record is stored once (keyed by a fingerprint of its JSON); adding it again returns the same row ids.
-- Rankings (`best`, `leaderboard`, `history`) use only full-stage, correct, failure-free timed rows, ranked
+- Rankings (`best`, `leaderboard`, `history`) use only full-stage or confirmed, correct, failure-free timed
+  rows (a confirmed kernel's own full-stage rows stop ranking on its shape), ranked
   by speedup over the best baseline measured in the same process (then by median time).
 - All writes go through `Writer.transaction()` (see `archive.db`); reads never block on writers (WAL).
 """
@@ -234,6 +235,17 @@ class Archive:
                 note=getattr(candidate, "note", ""),
             )
             return self.add_evaluation(h, record, run_id=run_id)
+
+    def unrank_search_rows(self, kernel: str, M: int, N: int, K: int, gpu: str | None) -> int:
+        """A confirmed kernel ranks by its confirmation: its search-time (full-stage) rows on this shape and
+        GPU stop ranking. Returns how many rows changed."""
+        with self.writer.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE evaluations SET ranked = 0 WHERE kernel = ? AND M = ? AND N = ? AND K = ? AND gpu IS ? "
+                "AND ranked = 1 AND stage = 'full'",
+                (kernel, M, N, K, gpu),
+            )
+            return cur.rowcount
 
     def eval_record(self, record_id: int) -> EvalRecord | None:
         row = self.conn.execute("SELECT record FROM records WHERE id = ?", (record_id,)).fetchone()

@@ -5,6 +5,8 @@ static check and then, instead of compiling and timing, derives everything from 
 - pseudo-times: a roofline-ish base time for the shape times a factor in [0.8, 1.4) taken from the
   kernel hash, or exactly the factor a `// STANDIN_SPEED <x>` line gives; a `// STANDIN_SERVER_SPEED <y>`
   line further multiplies the server-mode time by y (a kernel that suffers more from a cold cache);
+- `// STANDIN_LUCKY <z>`: the kernel's first full-stage evaluation is z times its usual time (a lucky
+  sample that a fresh measurement does not repeat);
 - markers: `STANDIN_WRONG` → incorrect, `STANDIN_COMPILE_ERROR` → compile_error,
   `STANDIN_CRASH` → crash, `STANDIN_UNSUPPORTED` → unsupported_shape, `STANDIN_RACE` → sanitizer (only
   when the call asks for compute-sanitizer);
@@ -35,6 +37,7 @@ FLOOR_FACTOR = 0.55
 
 _SPEED = re.compile(r"//\s*STANDIN_SPEED\s+([0-9.]+)")
 _SERVER_SPEED = re.compile(r"//\s*STANDIN_SERVER_SPEED\s+([0-9.]+)")
+_LUCKY = re.compile(r"//\s*STANDIN_LUCKY\s+([0-9.]+)")
 
 
 def base_us(M: int, N: int, K: int) -> float:
@@ -51,8 +54,8 @@ def speed_factor(source: str) -> float:
     return 0.8 + 0.6 * (int(kernel_hash(source)[:8], 16) / 0xFFFFFFFF)
 
 
-def _stats(us: float) -> Stats:
-    return Stats(median_us=us, p10_us=us * 0.98, p90_us=us * 1.03, n=50)
+def _stats(us: float, n: int = 50) -> Stats:
+    return Stats(median_us=us, p10_us=us * 0.98, p90_us=us * 1.03, n=n)
 
 
 class StandinEvaluator:
@@ -62,6 +65,9 @@ class StandinEvaluator:
         self.gpu = gpu
         self.calls: list[tuple[str, int]] = []
         self.sanitized: list[tuple[str, int]] = []  # (stage, sources) of calls that asked for compute-sanitizer
+        self.order: list[str] = []  # kernel hashes in the order they were evaluated
+        self._full_seen: set[str] = set()  # kernels whose first full-stage evaluation has happened
+        self._times: dict[tuple[str, str], int] = {}  # (hash, stage) -> evaluations so far (a repeat differs)
 
     def gpu_info(self) -> GpuInfo:
         return self.gpu
@@ -138,7 +144,14 @@ class StandinEvaluator:
             rec.max_rel_err, rec.ref_rel_err = 0.5, 1e-3
             return rec.fail("incorrect", "max relative error 5.0e-01 above the bound 4.0e-03")
         rec.correct, rec.max_rel_err, rec.ref_rel_err = True, 1e-3, 1e-3
+        self.order.append(h)
+        repeat = self._times[(h, stage)] = self._times.get((h, stage), 0) + 1
         base = base_us(M, N, K)
+        lucky = _LUCKY.search(source)
+        luck = 1.0
+        if stage == "full" and h not in self._full_seen:
+            self._full_seen.add(h)
+            luck = float(lucky.group(1)) if lucky else 1.0
         used = modes
         for mode in used:
             scale = SERVER_FACTOR if mode == "server" else 1.0
@@ -146,7 +159,7 @@ class StandinEvaluator:
             cand_scale = scale * (float(extra.group(1)) if extra else 1.0)
             rec.modes[mode] = ModeResult(
                 mode=mode,
-                candidate=_stats(base * speed_factor(source) * cand_scale),
+                candidate=_stats(base * speed_factor(source) * cand_scale * luck, 49 + repeat),
                 baselines={b: _stats(base * f * scale) for b, f in BASELINE_FACTORS.items()},
                 floor_us=base * FLOOR_FACTOR * scale,
             ).finish(M, N, K)

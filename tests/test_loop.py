@@ -73,9 +73,11 @@ def test_every_attempt_is_archived_and_only_the_best_go_full():
         assert 1 <= result.full <= 2 * 3  # at most `finalists` per round, never everything
         stages = [s for s, _ in evaluator.calls]
         assert stages[0] == "quick" and "full" in stages
-        assert result.best_record.stage == "full" and result.best_record.ok
+        assert result.best_record.stage == "confirmed" and result.best_record.ok
         assert result.best.source == sources[0]  # the fastest correct (0.8)
-        assert archive.record_count() == result.evals == result.quick + result.full
+        assert result.evals == result.quick + result.full
+        confirmed = result.confirmation["finalists"]  # plus each finalist's repetitions and median record
+        assert archive.record_count() == result.evals + result.confirm_evals + confirmed
         failures = archive.failures(256, 256, 256)
         assert failures == {"incorrect": 1}
         run = archive.run(result.run_id)
@@ -235,7 +237,9 @@ def test_sanitize_runs_on_the_winner_and_a_failing_winner_gives_way():
                           budget=Budget(evals=100), progress=False, finalists=2, batch=4, patience=2,
                           sanitize=True)  # fmt: skip
         assert result.best.source == sources[1]  # the next best, sanitized clean
-        assert result.best_record.stage == "full" and result.best_record.ok
+        assert result.best_record.ok
+        if result.best_record.stage != "confirmed":  # it was not among the confirmed finalists
+            assert result.confirmation is None
         assert evaluator.sanitized == [("full", 1), ("full", 1)]  # the racy winner, then its successor
         assert archive.failures(256, 256, 256) == {"sanitizer": 1}
         assert archive.best(256, 256, 256)["source"] == sources[1]  # the racy kernel is ranked no more

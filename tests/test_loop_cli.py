@@ -60,7 +60,8 @@ def test_optimize_with_llm_then_prompt_for_a_neighbour_shows_exemplars(monkeypat
     assert data["best"]["proposer"] == "llm:replay-model" and data["best"]["speedup_best"]["server"] > 1
     assert "// STANDIN_SPEED 0.8" in out.read_text()
     with Archive() as archive:
-        assert archive.record_count() == data["evals"]
+        confirmed = data["confirmation"]["finalists"]  # the confirmation's repetitions and median records too
+        assert archive.record_count() == data["evals"] + data["confirm_evals"] + confirmed
         assert archive.kernel(data["best"]["kernel_hash"])["parents"]
     # the neighbouring shape's prompt shows those kernels as scored exemplars
     result = runner.invoke(app, ["prompt", "1024", "1024", "2048", "--exemplars", "2"])
