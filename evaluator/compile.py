@@ -1,19 +1,14 @@
-"""Compile candidate sources into fat shared libraries (sm_90a + sm_80), with a content-addressed cache.
+"""Compile candidate sources into fat shared libraries (sm_90a + sm_80), in parallel, with a content-addressed
+cache. `compile_sources` returns one `CompileResult` per source, in order; `compile_source` takes one.
 
-`compile_sources(sources)` checks each source statically, then runs nvcc for the ones that
-pass, in parallel (a thread pool of nvcc subprocesses), and returns one `CompileResult`
-per source in the same order. `compile_source(source)` is the single-source form.
-
-Invariants:
-- A source refused by `evaluator.static_check` is never handed to nvcc (failure_kind
-  "bad_source" or "static_check").
-- One nvcc call builds every requested architecture into one `.so`; the compiler's output
-  is kept verbatim in `log`, and ptxas' `-v` report is parsed per architecture.
-- The cache key is sha256 of (normalised source, nvcc flags, nvcc version, architectures).
-  An entry is a directory holding `kernel.so` (when the build succeeded) and `meta.json`;
-  it is built in a temporary directory and renamed into place, so a crash never leaves a
-  half-written entry. Successful builds and compiler errors are cached; timeouts are not.
-- nvcc missing raises `NoCompiler`; nothing else raises for a bad candidate.
+- A source refused by `evaluator.static_check` never reaches nvcc (failure_kind "bad_source" or
+  "static_check").
+- One nvcc call builds every requested architecture into one `.so`; its output is kept verbatim in `log`,
+  and ptxas' `-v` report is parsed per architecture.
+- The cache key is sha256 of (normalised source, nvcc flags, nvcc version, architectures). Entries are built
+  in a temporary directory and renamed into place: a crash never leaves a half-written entry. Successes and
+  compiler errors are cached; timeouts are not.
+- A missing nvcc raises `NoCompiler`; nothing else raises for a bad candidate.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 """Static check of a candidate's source, run before it is ever compiled.
 
-`check_source(source)` returns the reasons to refuse it (an empty list means accepted).
-Two groups: `bad_source_reasons` (not UTF-8 text, empty, over 1 MB, no extern "C"
-`hgemm_run` definition) and `banned_reasons` (host code reaching outside its job:
-processes, files, sockets, dynamic loading, threads, environment, stream/device
-control, synchronisation, allocation, persisting-L2 policy, load-time code, host
-inline assembly, disallowed driver entry points, banned or computed includes, and the
-tricks that hide a name from a text scan: token pasting, digraphs, universal character
-names, line splices inside names).
+`check_source(source)` returns the reasons to refuse it (an empty list means accepted): `bad_source_reasons`
+(not UTF-8 text, empty, over 1 MB, no extern "C" `hgemm_run` definition) and `banned_reasons` (host code
+reaching outside its job: processes, files, sockets, threads, environment, device control, allocation,
+load-time code, banned includes, ...; and tricks that hide a name from a text scan).
 
-Invariants: comments and string literals are blanked before matching (a comment that
-mentions `system` does not count), with every character's offset kept, so each reason
-names the line it comes from. Device `printf`, inline PTX in `__device__`/`__global__`
-functions (or functions marked by a macro that expands to those) and the launch-side
-runtime calls of the contract are accepted. The check is a cheap first line, not a
-sandbox (it does not expand macros), so the evaluator still runs every candidate in a
-supervised worker process.
+- Comments and string literals are blanked before matching, with every character's offset kept: a comment
+  never counts, and each reason names the line it comes from.
+- Device `printf`, inline PTX in `__device__`/`__global__` functions (or macros expanding to those) and the
+  contract's launch-side runtime calls are accepted.
+- A cheap first line, not a sandbox (macros are not expanded): the evaluator still runs every candidate in a
+  supervised worker process.
 """
 
 from __future__ import annotations

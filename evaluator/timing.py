@@ -1,25 +1,18 @@
 """The one timing module: every contender (candidate or baseline) is timed here, the same way.
 
-A contender is a zero-argument callable that enqueues its GPU work on the current stream
-and is capturable in a CUDA graph. Host work (planning, argument marshalling) never
-counts: each contender is captured once, and only graph replays are timed.
+A contender is a zero-argument callable that enqueues its GPU work on the current stream and can be captured
+in a CUDA graph.
 
-- offline: `reps` launches back to back in one graph (warm L2); each sample is one replay
-  timed with events, divided by `reps`; contenders interleaved sample by sample.
-- server: before each sample the L2 is flushed by writing a buffer of at least twice its
-  size, and the host sleeps an exponential random gap with the GPU idle; then one
-  single-launch graph replay is timed with events. At least 30 samples per contender.
-
-Reported: median, p10, p90 (microseconds) over samples.
-
-A server sample counts only if the host had enqueued its whole timed section (start event, replay, end event)
-before the GPU reached the start event: otherwise the GPU idled inside the window waiting for the host (a busy
-host: compiles running beside the timing), and the sample would time the host. A short spin kernel before the
-flush gives the host that head start; a sample taken without it is dropped and taken again, up to RETRIES
-times, and the spin of every later sample of the call is made longer (up to about a millisecond); a contender
-left with fewer than half its samples raises TimingDisturbed. The garbage collector is paused while samples
-are taken. (Offline samples need no such check: the replays queue back to back behind a warm-up replay, and a
-host stall, divided by the graph's launches, reaches the median only if it lasts through most of the samples.)
+- Host work never counts: each contender is captured once and only graph replays are timed, with events.
+  Contenders are interleaved sample by sample.
+- offline: a sample is one replay of `reps` back-to-back launches (warm L2), divided by `reps`.
+- server: a sample is one single-launch replay after an L2 flush (writing at least twice its size) and a
+  random exponential idle gap. At least 30 samples per contender; the garbage collector is paused.
+- Reported: median, p10 and p90 over samples, in microseconds.
+- A server sample counts only if the host enqueued its whole timed section before the GPU reached its start
+  event (else it times the host). A spin kernel before the flush gives that head start; a late sample is
+  retaken up to RETRIES times with a longer spin, and a contender left with under half its samples raises
+  `TimingDisturbed`. Offline replays queue back to back and need no such check.
 """
 
 from __future__ import annotations

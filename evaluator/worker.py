@@ -1,14 +1,11 @@
-"""Supervised GPU worker: untrusted candidate libraries are loaded and run only here.
+"""Supervised GPU worker: untrusted candidate libraries are loaded and run only here, in a spawned child.
 
-The parent (`Worker`) starts a spawn-context child process and talks to it over a pipe,
-one request at a time, each with a time limit. A request that runs out of time, or a
-child that dies (abort, segfault, illegal address), kills the child and raises
-`WorkerFailed(kind, message)`; the caller starts a fresh worker and carries on. The
-child's stderr goes to a log file under the state root, whose tail explains a crash.
-
-Requests (child side in `_Session`): prepare(M, N, K) → GPU info and facts; check(id,
-lib, stage) → correctness of one candidate; time(id, modes, stage) → interleaved timings
-of that candidate and the baselines.
+- The parent (`Worker`) sends one request at a time over a pipe, each with a time limit: prepare(M, N, K) →
+  GPU info and facts; check(id, lib, stage) → correctness; time(id, modes, stage) → interleaved timings of
+  the candidate and the baselines. The child side is `_Session`.
+- A request that runs out of time, or a child that dies (abort, segfault, illegal address), kills the child
+  and raises `WorkerFailed(kind, message)`; the caller starts a fresh worker and carries on.
+- The child's stderr goes to a log file under the state root; its tail explains a crash.
 """
 
 from __future__ import annotations
