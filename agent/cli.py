@@ -1,9 +1,9 @@
 """The `hgemm` command: a thin Typer shell over the library.
 
-Each room registers its own commands: the evaluator (`bench`, `eval`, `check`), the archive
-(`hgemm archive ...`), the index (`hgemm index ...`) and the agent (`optimize`,
-`prompt`, `sweep`). Commands parse arguments and call library functions; a
-`HgemmError` becomes one line on stderr and exit code 2.
+- Each room registers its own commands: the evaluator (`bench`, `eval`, `check`), the archive
+  (`hgemm archive ...`), the index (`hgemm index ...`) and the agent (`optimize`, `prompt`, `sweep`).
+- Commands parse arguments and call library functions; a `HgemmError` becomes one line on stderr and exit
+  code 2.
 """
 
 from __future__ import annotations

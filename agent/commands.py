@@ -1,10 +1,10 @@
 """`hgemm optimize` and `hgemm prompt`: argument parsing and wiring, no search logic.
 
-`optimize` builds the proposers (template families, an LLM, or both), opens the GPU evaluator, the
-archive and the index, runs `agent.loop.optimize`, then prints the best kernel's speedup over every
-baseline in both modes (and writes it with `--out`). `prompt` prints the prompt the LLM proposer
-would send now, from the archive alone (no GPU needed). Settings come from `hgemm.toml`
-(`agent.config`), overridden by options. Heavy modules are imported inside the commands.
+- `optimize` wires the proposers, the GPU evaluator, the archive and the index into `agent.loop.optimize`,
+  then prints the best kernel's speedup over every baseline in both modes (`--out` writes it).
+- `prompt` prints the prompt the LLM proposer would send now, from the archive alone (no GPU needed).
+- Settings come from `hgemm.toml` (`agent.config`); options override them.
+- Heavy modules (evaluator, archive, index, LLM backends) are imported inside the commands.
 """
 
 from __future__ import annotations

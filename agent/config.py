@@ -1,9 +1,10 @@
 """Settings for `hgemm optimize` and `hgemm prompt`, read from `hgemm.toml`.
 
-Lookup order: an explicit path, else `./hgemm.toml`, else `$HGEMM_HOME/hgemm.toml`, else defaults.
-Every key is optional and documented in `hgemm.toml.example`; an unknown section or key is an error
-(a misspelt key must not be silently ignored). Secrets never live in the file: `llm.api_key_env`
-names the environment variable that holds the API key. Command-line options override the file.
+- Lookup order: an explicit path, else `./hgemm.toml`, else `$HGEMM_HOME/hgemm.toml`, else defaults.
+  Command-line options override the file.
+- Every key is optional and documented in `hgemm.toml.example`; an unknown section or key is an error (a
+  misspelt key must not be silently ignored).
+- Secrets never live in the file: `llm.api_key_env` names the environment variable holding the API key.
 """
 
 from __future__ import annotations

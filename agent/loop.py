@@ -1,32 +1,19 @@
-"""The search loop: the whole pipeline, in one place.
+"""The search loop for one shape: propose → evaluate → archive → index, round after round, until a budget
+or the proposers run out.
 
-    choose parents → retrieve context → render prompt → propose → evaluate → archive → index → repeat
-
-One round: every proposer that is not busy is asked for candidates (`ProposalContext` carries this
-run's history, the archive and the index; the LLM proposer chooses a rank-weighted parent and scored
-exemplars from them and renders its prompt). A proposer with `prepare`/`generate` (the LLM) prepares in
-this thread and generates in a worker thread, so LLM latency overlaps GPU work; plain proposers (the
-template families) run inline and keep the GPU busy between LLM replies. New candidates (hash not yet
-seen in this run) are evaluated at stage "quick" (offline timing, basic checks; compiles run on CPU
-cores inside the evaluator); the best few correct ones of the round are re-evaluated at stage "full"
-(both modes, complete correctness suite). That is successive halving: cheap evaluations for all,
-expensive ones for the promising. With `quick_server` the quick stage times server mode too, and the
-round's finalists are the best by the objective's own times (the geometric mean of both modes for
-"both") instead of by offline time alone.
-
-Invariants:
-- Every record (quick and full, failures included) goes to the archive as soon as it exists, with its
-  candidate's lineage and this run's id; the index syncs after each round's writes. A crash loses at
-  most the round in flight.
-- The final best is the full-stage correct record that scores highest on the run's `objective`: the
-  speedup over the best baseline offline, in server mode, or the geometric mean of the two ("both", the
-  default); quick-stage times never decide it. With `sanitize`, that winner is evaluated once more
-  with compute-sanitizer (memcheck, racecheck) after the search; if it fails, the next fastest correct
-  kernel of the run is tried (up to three), so the sanitizer runs on the reported kernel, not on every
-  finalist.
-- The run stops at the first exhausted budget (evals, minutes, LLM dollars, LLM tokens) or when every
-  proposer has come back with nothing new `patience` rounds in a row ("converged"). The archive's run
-  row gets the status "done", "error" or "interrupted".
+- A proposer with `prepare`/`generate` (the LLM) prepares in the loop's thread and generates in a worker
+  thread, so its latency overlaps GPU work; plain proposers run inline.
+- Successive halving: candidates new to this run are evaluated at stage "quick"; only the round's best few
+  correct ones (by offline time, or with `quick_server` by the objective's own times) go on to stage "full".
+- Every record, failures included, is archived as soon as it exists, with lineage and the run's id; the
+  index syncs after each round. A crash loses at most the round in flight.
+- After the search, its best few kernels are measured again in fresh evaluations (`confirm`, repetitions
+  interleaved); the winner is the best by those medians, and its record is the median repetition
+  (stage "confirmed"). Quick-stage times never decide it; `confirm=0` reports the best full-stage record,
+  unconfirmed. With `sanitize`, only the reported kernel runs under compute-sanitizer (a failing winner
+  gives way to the next fastest correct kernel, up to three).
+- The run stops at the first exhausted budget or when every proposer has returned nothing new `patience`
+  rounds in a row ("converged"); its archive row ends "done", "error" or "interrupted".
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
-"""Analytic pre-ranking of kernel-family configurations: a rough time in microseconds.
+"""Analytic pre-ranking of kernel-family configurations: `predict_us(family, params, M, N, K, gpu)` is a rough
+time in microseconds for one call, from a roofline over tensor-core compute (with wave and tile
+quantisation), L2 → SM traffic and DRAM traffic, plus per-tile and launch costs.
 
-`predict_us(family, params, M, N, K, gpu)` estimates how long one call of a family's kernel
-with `params` takes on `gpu`, from a roofline over three resources plus fixed costs:
-
-- tensor-core compute: the busiest SM's share of CTA tiles (wave quantisation), each tile
-  padded to full BM x BN x BK (tile quantisation waste), at the GPU's per-SM rate times a
-  per-family efficiency (wgmma > mma.sync on Hopper), de-rated for shallow pipelines,
-  low occupancy and small warp tiles;
-- L2 -> SM traffic: every tile streams (BM + BN) x K operands, through the busiest SM's
-  share of the L2 bandwidth;
-- DRAM traffic: the operands once, C once, split-K partials written and read again, and
-  re-reads when the operands overflow L2;
-- fixed costs: per-tile prologue/epilogue latency, and a launch cost per kernel;
-- a family's own `time_factor(params, gpu_name)` when it has one (measured corrections for switches the model
-  cannot see, such as a TMA-store epilogue), applied only when `family` is a Family object.
-
-Invariants: the model only has to rank configurations of one shape, not predict exact
-times; it is a pure function (no I/O, no randomness); configurations that cannot launch
-(shared memory over the opt-in limit, more than 1024 threads, accumulators that
-must spill) get `math.inf`. Parameter
-names are read case-insensitively with common aliases (BM/BLOCK_M, SPLIT_K/SPLITK, ...).
+- It only has to rank configurations of one shape, not predict exact times.
+- Pure: no I/O, no randomness.
+- A configuration that cannot launch (shared memory over the opt-in limit, more than 1024 threads,
+  accumulators that must spill) gets `math.inf`.
+- A `Family` object's own `time_factor(params, gpu_name)`, when it has one, corrects for what the model
+  cannot see (a TMA-store epilogue, say).
+- Parameter names are read case-insensitively, with common aliases (BM/BLOCK_M, SPLIT_K/SPLITK, ...).
 """
 
 from __future__ import annotations
@@ -70,7 +59,7 @@ def gpu_peaks(gpu: GpuInfo) -> GpuPeaks:
 
 
 # Share of the GPU's best tensor-core rate a family's main loop reaches, by name prefix.
-# mma.sync kernels on Hopper top out near 60-70% of what wgmma reaches.
+# mma.sync kernels on Hopper top out well below what wgmma reaches.
 FAMILY_EFFICIENCY_HOPPER = {"wgmma": 0.92, "mma": 0.64, "splitk": 0.62, "split": 0.62, "small": 0.35}
 FAMILY_EFFICIENCY_AMPERE = {"wgmma": 0.0, "mma": 0.88, "splitk": 0.85, "split": 0.85, "small": 0.45}
 DEFAULT_EFFICIENCY = 0.5

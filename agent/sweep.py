@@ -1,19 +1,15 @@
-"""Bulk sweeps: optimise every shape of a grid with the template proposer, then report.
+"""Bulk sweeps: optimise every shape of a grid with the template proposer, then report (`hgemm sweep`).
 
-`run_sweep(shapes, ...)` runs `agent.loop.optimize` once per shape (resuming from the archive:
-with `resume`, a shape that already has a ranked kernel on this GPU is not searched again; without
-it the shape is searched again, and the archive's kernel is reported when the new search found
-nothing that scores higher on the objective, status "kept", unless the sweep sanitizes) and
-returns one row per shape; `write_report(rows, out_dir, name)` writes `<name>.json`, `<name>.md`
-and `<name>.png` (speedup over the best baseline against FLOPs, log x). `register(app)` adds
-`hgemm sweep`.
+`run_sweep` runs `agent.loop.optimize` once per shape and returns one row per shape; `write_report` writes
+`<name>.json`, `<name>.md` and `<name>.png`.
 
-A row holds the shape, the best full-stage kernel (hash, family, proposer), its median time and every
-baseline's in both modes, speedups per baseline and over the best baseline, the evaluations and GPU-seconds
-(sum of records' `eval_seconds`) spent on the shape, and a status: "optimized", "resumed", "kept" or
-"no_kernel" (a search that raised adds its `error`). Invariants: rows come only from full-stage, correct
-records (the archive's ranked rows or the loop's final best); a shape with none has null times and counts
-against the sweep in the summary's `no_kernel`.
+- Rows come only from full-stage, correct records (the archive's ranked rows or the loop's final best); a
+  shape with none has null times, status "no_kernel", and counts against the sweep in the summary.
+- With `resume`, a shape that already has a ranked kernel on this GPU is not searched again ("resumed");
+  without it, the archive's kernel is kept ("kept") when the new search found nothing scoring higher on the
+  objective, unless the sweep sanitizes.
+- A row's `gpu_seconds` is the sum of its shape's records' `eval_seconds`.
+- One shape's failure ends only its own search; its row records the `error`.
 """
 
 from __future__ import annotations

@@ -1,32 +1,19 @@
-"""The template proposer: search over our own kernel families' parameters, no LLM.
+"""The template proposer ("template"): a parameter search over our own kernel families, no LLM.
 
-`TemplateProposer` (name "template") implements `agent.proposer.Proposer`. For a shape it
-seeds from the best parameters of the nearest archived shapes (the retriever's
-`similar_shapes` on this GPU and on the other GPUs in the archive) and each family's
-`default_params`; grows a pool by neighbour moves (one
-parameter to an adjacent allowed value, each also with the deepest ring that fits where the family
-repairs its parameters) and crossover of the best measured configurations
-(from `observe`, the run's history and the archive's records of this shape), plus seeded
-random samples; keeps only configurations the family's `check` accepts for the shape and
-GPU; and ranks the pool with the analytic model (`agent.model.predict_us`) scaled by the
-measured/predicted ratio of the configuration an option grew from (else its family's mean
-ratio), so the model ranks locally and measurements anchor it. Each search's first batch holds
-the nearest shape's winner, the model's favourite retrieved winners and every family's
-best-ranked option, also when the archive already holds attempts of the shape. A share of each batch (`explore`) is drawn at random
-from the rest of the pool so the model's blind spots still get measured. An archived configuration
-whose family now renders a different source (the template changed since it was measured) is stale:
-its old time still anchors the model and picks elites, and the first batch re-measures the
-`refresh` fastest stale configurations within `refresh_within` (default `REFRESH_WITHIN`) of the
-shape's best, one per structure first (the family's `structure`: configurations that differ only in
-tuning parameters time within noise of each other), so a template improvement reaches the shapes it helps.
+Seeds come from the nearest archived shapes' winners and each family's defaults; the pool grows by neighbour
+moves, crossover and random samples, ranked by `agent.model.predict_us` scaled by measured/predicted ratios
+(the model ranks locally, measurements anchor it).
 
-Invariants: deterministic for a given seed and sequence of calls; never proposes the same
-(family, params) twice in one run, nor a kernel the archive already holds for this shape
-and GPU (a stale configuration comes back only with its new source); every candidate is
-`Candidate(source=family.render(params), proposer="template", family, params,
-parents=[hashes of the configurations it came from])`. `exhausted` turns
-True when no new valid configuration is left, or when the best measured time has not
-improved for `patience` observed batches and the model expects nothing better in the pool.
+- Deterministic for a given seed and sequence of calls. Proposes only configurations the family's `check`
+  accepts; never the same (family, params) twice in a run, nor a kernel the archive already holds for this
+  shape and GPU. Each candidate names its `parents`.
+- A search's first batch leads with the nearest shape's winner; an `explore` share of every batch is random,
+  so the model's blind spots still get measured.
+- A configuration whose family now renders a different source is stale and comes back only with its new
+  source: the `refresh` fastest within `refresh_within` of the shape's best are re-measured, so a template
+  improvement reaches the shapes it helps.
+- `exhausted` turns True when no new valid configuration is left, or when the best time has not improved
+  for `patience` observed batches and the model expects nothing better in the pool.
 """
 
 from __future__ import annotations

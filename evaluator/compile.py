@@ -1,26 +1,17 @@
-"""Compile candidate sources into fat shared libraries (sm_90a + sm_80), with a content-addressed cache.
+"""Compile candidate sources into fat shared libraries (sm_90a + sm_80), in parallel, with a content-addressed
+cache. `compile_sources` returns one `CompileResult` per source, in order; `compile_source` takes one.
 
-`compile_sources(sources)` checks each source statically, then builds the ones that pass,
-in parallel (a thread pool of nvcc subprocesses), and returns one `CompileResult` per source
-in the same order. `compile_source(source)` is the single-source form.
-
-Pipeline: static check → `nvcc -c` (the object, keeping nvcc's preprocessed host translation
-unit) → audit (`evaluator.audit`: the expanded source, the object, device memory) → link that
-same object into the `.so` → library size cap.
-
-Invariants:
-- The static check and nvcc read the same bytes: `normalize_source(source)`.
-- A source refused by `evaluator.static_check` is never handed to nvcc (failure_kind
-  "bad_source" or "static_check"); an object refused by the audit is never linked
-  (failure_kind "object_audit") unless the caller skips the checks (`check=False`, tests only).
-- One nvcc call builds every requested architecture into one object; the compiler's output
-  is kept verbatim in `log`, and ptxas' `-v` report is parsed per architecture.
-- The cache key is sha256 of (normalised source, nvcc flags, nvcc version, architectures, audit
-  policy). An entry is a directory holding `kernel.so` (when the object was linked) and
-  `meta.json` (the build and its audit verdict); it is built in a temporary directory and renamed
-  into place, so a crash never leaves a half-written entry. Builds, compiler errors and audit
-  refusals are cached; timeouts are not.
-- nvcc missing raises `NoCompiler`; nothing else raises for a bad candidate.
+- Pipeline: static check → `nvcc -c` (keeping nvcc's preprocessed host translation unit) → audit
+  (`evaluator.audit`: the expanded source, the object, device memory) → link that same object → library
+  size cap. The static check and nvcc read the same bytes: `normalize_source(source)`.
+- A source refused by the static check never reaches nvcc ("bad_source", "static_check"); an object the
+  audit refuses is never linked ("object_audit") unless the caller skips the checks (tests only).
+- nvcc and the tools run in the sandbox's compile profile, two minutes at most, the build folder their only
+  writable place; the cache keeps under its size cap (`evaluator.compile_cache`).
+- The cache key is sha256 of (normalised source, flags, nvcc version, architectures, audit policy). Entries
+  are built in a temporary directory and renamed into place: a crash never leaves a half-written entry.
+  Builds, compiler errors and audit refusals are cached; timeouts are not.
+- A missing nvcc raises `NoCompiler`; nothing else raises for a bad candidate.
 """
 
 from __future__ import annotations

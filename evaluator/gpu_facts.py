@@ -1,10 +1,10 @@
-"""Per-GPU facts measured once and cached under the state root: matrix peak, memory bandwidth,
-graph-launch floor. They define the physical floor below which a measured time is suspicious.
+"""Per-GPU facts measured once and cached under the state root: matrix peak, memory bandwidth, graph-launch
+floor. They define the physical floor below which a measured time is suspicious.
 
-The measured peak and bandwidth are what a library reached on this card, not what the
-silicon can do; a kernel may legitimately beat cuBLAS by a few percent. The floor
-therefore divides by the measured ceilings times a headroom (PEAK_HEADROOM,
-BW_HEADROOM); anything faster than that floor is treated as a timing bug or a cheat.
+- The measured peak and bandwidth are what a library reached on this card, not what the silicon can do, so
+  a kernel may legitimately beat them slightly: the floor divides by the measured ceilings times a headroom
+  (PEAK_HEADROOM, BW_HEADROOM).
+- Anything faster than that floor is treated as a timing bug or a cheat.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """LocalEvaluator: the real Evaluator on this machine's GPU.
 
-compile (parallel, cached, static check first) → for each library, in a supervised worker:
-check (correctness suite) → time (candidate interleaved with the four baselines) →
-optional NCU metrics and compute-sanitizer runs in their own processes → EvalRecord.
+Compile every source (parallel, cached, static check first); then for each library, in a supervised worker,
+check (the correctness suite) and time (interleaved with the four baselines); optional NCU metrics and
+compute-sanitizer runs go in their own processes; one EvalRecord per source comes back.
 
-A candidate that hangs or crashes costs one worker, never the caller: the worker is
-replaced and re-prepared for the shape, and the remaining candidates go on.
+- A candidate that hangs or crashes costs one worker, never the caller: the worker is replaced and
+  re-prepared for the shape, and the remaining candidates go on.
 """
 
 from __future__ import annotations

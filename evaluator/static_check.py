@@ -1,31 +1,17 @@
-"""Static check of a candidate's source, run before it is ever compiled.
+"""Static check of a candidate's source, before it is compiled: `check_source` returns the reasons to refuse
+it (empty: accepted); `expanded_reasons` applies the same rules to the candidate's own lines of nvcc's
+preprocessed host translation unit (macros expanded).
 
-`check_source(source)` returns the reasons to refuse it (an empty list means accepted).
-Two groups: `bad_source_reasons` (not UTF-8 text, empty, over 1 MB, no extern "C"
-`hgemm_run` definition) and `banned_reasons` (host code reaching outside its job:
-processes, files, sockets, dynamic loading, threads, environment, stream/device
-control, synchronisation, allocation, persisting-L2 policy, load-time code, symbol
-aliasing, host inline assembly, driver entry points outside the allowed set, includes
-other than `#include <header>`, pragmas other than loop, packing and diagnostic ones, and
-the tricks that hide a name from a text scan: token pasting, digraphs, trigraphs,
-universal character names, line splices inside names). `expanded_reasons` applies the
-same rules to the candidate's own lines of the preprocessed host translation unit
-(macros expanded); the compile pipeline runs it on what nvcc actually preprocessed.
-
-Invariants:
-- The check reads `normalize_source(source)`: exactly the bytes the compile pipeline
-  writes for nvcc (line endings, lone carriage returns included, become LF first).
-- Its lexer follows the C++ translation phases nvcc's host preprocessor applies: line
-  splices are joined before anything else (except inside raw string literals, where they
-  are refused), comments, string, character and raw string literals and header names are
-  recognised as tokens, adjacent string literals are concatenated and their escapes
-  decoded. Trigraphs are not honoured by the compiler in C++17; they are refused.
-- Comments and literals are blanked before names are matched (a comment that mentions
-  `system` does not count); every reason names the line it comes from (a line of the
-  normalised source).
-- Device `printf`, inline PTX in device-only functions and the launch-side runtime calls
-  of the contract are accepted. The check is a first line, not a sandbox: the compiled
-  object is audited too (`evaluator.audit`), and the worker is supervised.
+- It reads `normalize_source(source)`: exactly the bytes the compile pipeline hands nvcc.
+- Its lexer follows the C++ translation phases nvcc's host preprocessor applies (splices first, then
+  comments, literals, raw strings and header names; adjacent string literals are joined and decoded), so a
+  name cannot hide in a form the compiler reads differently.
+- Refused: host code reaching outside its job (processes, files, sockets, loading, threads, environment,
+  stream and device control, synchronisation, allocation, persisting-L2 policy, load-time code, symbol
+  aliasing, host assembly), driver entry points outside the allowed set, includes other than
+  `#include <header>`, pragmas other than loop, packing and diagnostics, and name-hiding tricks.
+- Each reason names the line it comes from. The check raises the bar; the object audit, the sandbox and
+  the judge's separate process are what contain a candidate.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
     python -m evaluator.target LIB M N K
 
-Inputs are copied from host memory (no kernels of ours run besides the candidate's), the
-candidate is called twice inside an NVTX range named "hgemm", and the exit code is 0 only
-when both calls return cudaSuccess and the device synchronises cleanly.
+- Inputs are copied from host memory: no kernel of ours runs besides the candidate's.
+- The candidate is called twice inside an NVTX range named "hgemm".
+- The exit code is 0 only when both calls return cudaSuccess and the device synchronises cleanly.
 """
 
 from __future__ import annotations

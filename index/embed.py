@@ -67,7 +67,7 @@ _query_failed = False
 
 
 def query_encoder():
-    """A function embedding one text about twice as fast as `model.encode` on a small CPU: the model's
+    """A function embedding one text faster than `model.encode` on a small CPU: the model's
     transformer traced and frozen once (TorchScript), then mean pooling and normalisation. Built on
     first use and checked against `model.encode` on probe texts; None (use `encode`) if either fails."""
     global _query_fn, _query_failed

@@ -1,18 +1,16 @@
 """The persisted retrieval index over archive records: a cache of the archive, never a source of truth.
 
-Invariants:
-- Each archive record (one attempt: kernel x shape x GPU x stage) is the vector
-  `W_SHAPE * shape_features ++ W_TEXT * embedding(attempt_text)` (shape-only mode, without a model: no
-  text part). The vectors are stored factorised, never per record: `shapes.json` lists each distinct shape
-  once, `texts.faiss` each distinct attempt text's unit embedding once (with `texts.json`), and
-  `entries.npy` holds one row per record: (record id, text number, shape number, GPU number), in
-  increasing id order; `gpus.json` names the GPUs.
-- A search is exact: the squared L2 distance of a record is its shape's distance plus W_TEXT^2 times its
-  text's distance (2 - 2 cos for unit vectors; 1 when the query has no text part), so it is computed once
-  per distinct shape and text, then gathered per record. Ties (to 4 decimals) go to the newest record.
-- `meta.json` says what the files were built from (archive path, embedder, weights, SM count, format
-  version, highest record id, count). Anything that disagrees with the live archive or settings makes
-  the cache stale, and `IndexStore.ensure()` rebuilds it; records newer than the highest id are appended.
+- A record (one attempt: kernel x shape x GPU x stage) is the vector `W_SHAPE * shape_features ++ W_TEXT *
+  embedding(attempt_text)`, without the text part in shape-only mode (no model).
+- Vectors are stored factorised, never per record: each distinct shape once (`shapes.json`), each distinct
+  attempt text's unit embedding once (`texts.faiss`, `texts.json`), GPU names in `gpus.json`, and one row per
+  record in `entries.npy` (record id, text, shape and GPU numbers), in increasing id order.
+- Search is exact: a record's squared L2 distance is its shape's distance plus W_TEXT^2 times its text's
+  (2 - 2 cos; 1 when the query has no text), each computed once per distinct shape and text, then gathered
+  per record. Ties (to 4 decimals) go to the newest record.
+- `meta.json` says what the files were built from (archive, embedder, weights, SM count, format version,
+  highest record id); anything that disagrees with the live archive or settings makes the cache stale and
+  `IndexStore.ensure()` rebuilds it. Records newer than the highest id are appended.
 - Files are written to temporaries and renamed, meta last: a crash leaves the old cache or a stale one.
 """
 

@@ -1,9 +1,10 @@
 """Prompt templates and their renderer; the templates (`*.j2` in this folder) hold all prompt text.
 
-`render(name, **variables)` renders one template with Jinja2's StrictUndefined: a variable the
-template uses but the caller did not pass raises, and so does a variable the caller passes that
-the template never uses (a misspelt name must not silently vanish from a prompt).
-`variables(name)` lists the top-level names a template reads. No prompt text lives in Python.
+- `render(name, **variables)` uses Jinja2's StrictUndefined: a variable the template uses but the caller did
+  not pass raises, and so does one the caller passes that the template never uses (a misspelt name must not
+  silently vanish from a prompt).
+- `variables(name)` lists the top-level names a template reads.
+- No prompt text lives in Python.
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
 """LLM backends behind one small interface, and the LLM proposer.
 
-`ChatBackend.complete(system, user, n)` returns n sampled replies with token usage and latency.
-`OpenAIBackend` talks to the OpenAI API or any OpenAI-compatible server (vLLM, Ollama, llama.cpp
-server, hosted providers) through langchain's ChatOpenAI; `agent.llm.local.LocalBackend` runs a
-Hugging Face model from a directory. Transient failures (rate limits, timeouts, connection errors,
-5xx) are retried with exponential backoff and jitter; when retries run out, or the key is missing or
-refused, an `LLMError` (a HgemmError: one line, exit 2) is raised. Any other failure of one request
-(a malformed response, say) is an "error" outcome for that call, never a crash.
+`ChatBackend.complete(system, user, n)` returns n sampled replies with token usage and latency;
+`OpenAIBackend` serves any OpenAI-compatible API, `agent.llm.local.LocalBackend` a local model.
 
-`LLMProposer` splits `propose` in two so the loop can overlap LLM latency with GPU work:
-`prepare(ctx)` (main thread: reads the archive and index, renders the prompt) and
-`generate(prepared, n)` (any thread: no shared state beyond the backend). Every request becomes one
-`LLMCall` (model, tokens, cost, latency, outcome, kernel hash) for the archive.
+- Transient failures (rate limits, timeouts, connection errors, 5xx) are retried with exponential backoff
+  and jitter; exhausted retries or a missing or refused key raise `LLMError` (one line, exit 2). Any other
+  failure of one request is an "error" outcome for that call, never a crash.
+- `LLMProposer.prepare(ctx)` runs on the main thread only (it reads the archive and index);
+  `generate(prepared, n)` may run on any thread (no shared state beyond the backend).
+- Every request becomes one `LLMCall` (model, tokens, cost, latency, outcome, kernel hash) for the archive.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """A local Hugging Face causal language model as an LLM backend, with an optional LoRA adapter.
 
-`LocalBackend(model_dir, adapter_dir=None)` loads the model and tokenizer from a directory (nothing is
-downloaded), onto the GPU when one is present. The prompt goes through the tokenizer's chat template
-when it has one, else system and user text are joined; a prompt longer than the model's context keeps
-its end. Sampling gives n completions; token counts come from the tokenizer; latency is measured.
-A missing directory, a model that does not load, or an adapter without peft installed raises
-`LLMError` (one line, exit 2). Thread-safe: one generation at a time per backend.
+- `LocalBackend(model_dir, adapter_dir=None)` loads from a directory only (nothing is downloaded), onto the
+  GPU when one is present.
+- The prompt uses the tokenizer's chat template when it has one, else system and user text are joined; a
+  prompt longer than the model's context keeps its end.
+- A missing directory, a model that does not load, or an adapter without peft installed raises `LLMError`
+  (one line, exit 2).
+- Thread-safe: one generation at a time per backend.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""What an LLM sees: choose a parent and scored exemplars, collect recent failures, render the prompt.
+"""What an LLM sees: a parent and scored exemplars, recent failures, rendered into the prompt.
 
-Scored kernels come from this run's history and, when present, the index (correct kernels on this
-shape and its neighbours, with NCU metrics) and the archive. Kernels are ranked by offline speedup over
-the best cuBLAS baseline (comparable across shapes); the parent and the exemplars are drawn with
-weights 1/(rank+1), so the best are shown most often but slower ones appear too, and the exemplars are
-listed slowest to fastest so the prompt can ask what made the difference (contrastive, after
-CUDA-L1). A kernel appears at most once. All prompt text is in `prompts/`.
+- Scored kernels come from this run's history, the index (correct kernels on this shape and its neighbours,
+  with NCU metrics) and the archive, ranked by offline speedup over the best cuBLAS baseline (comparable
+  across shapes).
+- Parent and exemplars are drawn with weights 1/(rank+1): the best are shown most often, slower ones too.
+  Exemplars are listed slowest to fastest so the prompt can ask what made the difference (contrastive,
+  after CUDA-L1).
+- A kernel appears at most once. All prompt text lives in `prompts/`.
 """
 
 from __future__ import annotations

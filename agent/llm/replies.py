@@ -1,9 +1,10 @@
 """Turn one LLM reply into a kernel source or a typed reason why not.
 
-`parse_reply(text)` takes the last fenced block tagged cuda, cu, cpp, c++ or c (an untagged block
-counts only when it holds `hgemm_run`), then applies, in order: oversized reply, no code, refusal,
-the evaluator's static check. It never raises for a bad reply: every outcome is a `Reply` whose
-`outcome` is one of OUTCOMES, and only outcome "kernel" or "static_check" carries a source.
+- `parse_reply(text)` takes the last fenced block tagged cuda, cu, cpp, c++ or c (an untagged block counts
+  only when it holds `hgemm_run`), then checks, in order: oversized reply, no code, refusal, the evaluator's
+  static check.
+- It never raises for a bad reply: every outcome is a `Reply` whose `outcome` is one of OUTCOMES, and only
+  "kernel" or "static_check" carries a source.
 """
 
 from __future__ import annotations

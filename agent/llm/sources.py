@@ -1,9 +1,9 @@
-"""Where prompt material comes from besides this run: the archive and the index.
+"""Prompt material from outside this run: the archive and the index.
 
-`from_store(ctx, limit)` returns (source, EvalRecord) pairs, oldest first: every attempt on ctx's shape
-and GPU (failures included, for the "recent failures" section); with a retriever, the best kernel of
-each of the nearest shapes and the attempts the index finds near this shape; without one, the archive's
-best kernels on the nearest shapes (log-distance over M, N, K). Reads only; safe to call with neither store (returns nothing).
+- `from_store(ctx, limit)` returns (source, EvalRecord) pairs, oldest first: every attempt on ctx's shape and
+  GPU (failures included), the best kernels of the nearest shapes (found by the retriever, else by
+  log-distance over M, N, K), and with a retriever the attempts the index finds near this shape.
+- Read-only; safe to call with neither store (returns nothing).
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """A scripted OpenAI-compatible chat server on the loopback interface, for demos and tests.
 
-`ReplayServer(steps)` serves `POST /v1/chat/completions` on 127.0.0.1 (a free port) from a thread and
-answers each request with the next `Step`: some reply texts, an HTTP error status, a malformed body,
-or a delay before answering (to exercise client timeouts). When the script runs out, `then` is
-repeated. Token usage is reported as characters / 4, so cost accounting has numbers to add up.
-Every request body is kept in `requests`. Nothing here reaches beyond 127.0.0.1.
+`ReplayServer(steps)` serves `POST /v1/chat/completions` on a free port from a thread and answers each
+request with the next `Step`: reply texts, an HTTP error status, a malformed body, or a delay (to exercise
+client timeouts); when the script runs out, `then` is repeated.
+
+- Nothing here reaches beyond 127.0.0.1.
+- Token usage is reported as characters / 4, so cost accounting has numbers to add up.
+- Every request body is kept in `requests`.
 """
 
 from __future__ import annotations
