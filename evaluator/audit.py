@@ -98,9 +98,10 @@ _MATH = " ".join(
 )
 # Console output (the worker's own log), never files.
 _CONSOLE = "printf puts putchar snprintf vsnprintf sprintf vsprintf"
-# What g++ (before 13) emits for a file that includes <iostream>, as CuTe's headers do: a per-file initialiser
-# (judged on its own below); and the GOT anchor the assembler names when code uses the GOT.
-_TOOLCHAIN = "_ZNSt8ios_base4InitC1Ev _ZNSt8ios_base4InitD1Ev _GLOBAL_OFFSET_TABLE_"
+# What g++ emits for a file that includes <iostream>, as CuTe's headers do: before g++ 13 a per-file
+# initialiser (judged on its own below), from g++ 13 on a reference to libstdc++'s own initialiser
+# (std::ios_base_library_init, no code in the object); and the GOT anchor the assembler names.
+_TOOLCHAIN = "_ZNSt8ios_base4InitC1Ev _ZNSt8ios_base4InitD1Ev _ZSt21ios_base_library_initv _GLOBAL_OFFSET_TABLE_"
 
 ALLOWED_IMPORTS = frozenset(
     " ".join((_NVCC_HELPERS, _RUNTIME_CALLS, _CXX_ABI, _C_HELPERS, _MATH, _CONSOLE, _TOOLCHAIN)).split()
