@@ -88,7 +88,9 @@ def eval_kernel(
 
 
 def check_verdict(result) -> dict:
-    """What `hgemm check --json` prints for one `CompileResult`."""
+    """What `hgemm check --json` prints for one `CompileResult` (and what this host's sandbox provides)."""
+    from hgemm.evaluator import sandbox
+
     stage = {"bad_source": "static_check", "static_check": "static_check", "object_audit": "object_audit"}
     if result.ok:
         reasons = []
@@ -107,6 +109,7 @@ def check_verdict(result) -> dict:
             "per_arch": {arch: dataclasses.asdict(r) for arch, r in result.resources.items()},
             **result.audit,
         },
+        "sandbox": sandbox.report().describe(),
     }
 
 

@@ -65,6 +65,7 @@ def test_check_accepts_the_honest_kernels(kernel, compiled, compile_home, monkey
         res["library_bytes"] > res["object_bytes"] > 0 and res["device_static_bytes"] < 1024
     )  # CuTe: 11 bytes
     assert "cudaGetLastError" in res["imports"]
+    assert verdict["sandbox"]  # what this host's sandbox provides, in words
 
 
 @needs_nvcc
