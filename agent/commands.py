@@ -17,6 +17,7 @@ from typing import Any
 import typer
 from hgemm.agent.config import Config, gpu_preset, load_config, preset_for_name
 from hgemm.agent.loop import validate_objective
+from hgemm.agent.stores import ArchiveStore
 
 from hgemm.core.errors import BadInput
 from hgemm.core.shape import validate_shape
@@ -361,7 +362,7 @@ def prompt_command(
     typer.echo(prompt.user)
 
 
-def _latest_gpu_name(archive: Any, M: int, N: int, K: int) -> str | None:
+def _latest_gpu_name(archive: ArchiveStore, M: int, N: int, K: int) -> str | None:
     """The GPU of the newest record on this shape, else of the newest record at all."""
     rows = archive.attempts(M, N, K, limit=1)
     if rows:

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hgemm.agent.proposer import Candidate, ProposalContext, Proposer
+from hgemm.agent.stores import ArchiveStore, IndexStore
 from hgemm.evaluator.api import Evaluator
 
 from hgemm.core.errors import BadInput
 from hgemm.core.record import MODES, EvalRecord
-from hgemm.core.shape import validate_shape
+from hgemm.core.shape import Shape, validate_shape
 
 STOP_REASONS = ("evals", "minutes", "llm_usd", "llm_tokens", "converged")
 OBJECTIVES = ("both", "offline", "server")
@@ -146,38 +147,40 @@ class _Reporter:
             self._status.stop()
 
 
+@dataclass
+class Settings:
+    """How one search runs (everything `optimize` takes besides the shape, proposers and stores)."""
+
+    budget: Budget
+    finalists: int = 2
+    batch: int = 8
+    patience: int = 3
+    ncu: bool = False
+    sanitize: bool = False
+    objective: str = "both"
+    quick_server: bool = False
+    confirm: int = CONFIRM_FINALISTS
+    confirm_reps: int = CONFIRM_REPETITIONS
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+
+
 class _Run:
     """State of one `optimize` call; methods are the loop's steps."""
 
-    def __init__(
-        self,
-        M,
-        N,
-        K,
-        proposers,
-        evaluator,
-        archive,
-        retriever,
-        budget,
-        finalists,
-        batch,
-        patience,
-        ncu,
-        sanitize,
-        objective="both",
-        quick_server=False,
-        confirm=CONFIRM_FINALISTS,
-        confirm_reps=CONFIRM_REPETITIONS,
-    ):
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-        self.objective = objective
-        self.quick_modes = MODES if quick_server else ("offline",)
-        self.M, self.N, self.K = M, N, K
+    def __init__(self, shape: Shape, proposers: list[Proposer], evaluator: Evaluator, archive: ArchiveStore | None,
+                 retriever: IndexStore | None, settings: Settings):  # fmt: skip
+        s = settings
+        self.objective = s.objective
+        self.quick_modes = MODES if s.quick_server else ("offline",)
+        self.M, self.N, self.K = shape
         self.proposers: list[Proposer] = list(proposers)
         self.evaluator, self.archive, self.retriever = evaluator, archive, retriever
-        self.budget, self.finalists, self.batch, self.patience = budget, finalists, batch, patience
-        self.ncu, self.sanitize = ncu, sanitize
+        self.budget, self.finalists, self.batch, self.patience = s.budget, s.finalists, s.batch, s.patience
+        self.ncu, self.sanitize = s.ncu, s.sanitize
+        self.confirm_finalists, self.confirm_reps = s.confirm, s.confirm_reps
         self.gpu = evaluator.gpu_info()
         self.run_id: int | None = None
         self.started = time.monotonic()
@@ -196,7 +199,6 @@ class _Run:
         self.best: tuple[Candidate, EvalRecord] | None = None
         self.owner: dict[str, int] = {}  # candidate hash -> index of the proposer that made it
         self.llm = LLMUsage()
-        self.confirm_finalists, self.confirm_reps = confirm, confirm_reps
         self.confirmed: dict[str, EvalRecord] = {}  # kernel hash -> its confirmed (median repetition) record
         self.confirmation: dict[str, Any] | None = None
         self.confirm_evals = 0
@@ -464,8 +466,8 @@ def optimize(
     *,
     proposers: list[Proposer],
     evaluator: Evaluator,
-    archive: Any = None,
-    retriever: Any = None,
+    archive: ArchiveStore | None = None,
+    retriever: IndexStore | None = None,
     budget: Budget,
     progress: bool = True,
     finalists: int = 2,
@@ -484,10 +486,9 @@ def optimize(
     validate_shape(M, N, K)
     if not proposers:
         raise ValueError("optimize needs at least one proposer")
-    run = _Run(
-        M, N, K, proposers, evaluator, archive, retriever, budget, finalists, batch, patience, ncu, sanitize,
-        objective, quick_server, confirm, confirm_reps,
-    )
+    settings = Settings(budget=budget, finalists=finalists, batch=batch, patience=patience, ncu=ncu, sanitize=sanitize,
+                        objective=objective, quick_server=quick_server, confirm=confirm, confirm_reps=confirm_reps)
+    run = _Run(Shape(M, N, K), proposers, evaluator, archive, retriever, settings)
     if archive is not None:
         run.run_id = archive.start_run(
             command,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hgemm.agent.stores import ArchiveStore, IndexStore
+
 from hgemm.core.record import EvalRecord, GpuInfo, kernel_hash
 
 
@@ -33,8 +35,8 @@ class ProposalContext:
     N: int
     K: int
     gpu: GpuInfo
-    archive: Any = None  # archive.Archive, when one is open
-    retriever: Any = None  # index.Retriever, when one is available
+    archive: ArchiveStore | None = None  # the archive, when one is open
+    retriever: IndexStore | None = None  # the index, when one is available
     history: list[tuple[Candidate, EvalRecord]] = field(default_factory=list)  # this run's results so far
 
 

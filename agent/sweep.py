@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from hgemm.agent.stores import ArchiveStore, IndexStore
 from hgemm.agent.template import REFRESH_WITHIN
 
 from hgemm.core.paths import write_text_atomic
@@ -216,7 +217,7 @@ def write_report(
 
 
 def archived_row(
-    archive: Any, M: int, N: int, K: int, gpu: str, objective: str = "both"
+    archive: ArchiveStore, M: int, N: int, K: int, gpu: str, objective: str = "both"
 ) -> dict[str, Any] | None:
     """A row from the archive's best ranked kernel for the shape on this GPU by `objective`, or None."""
     from hgemm.agent.loop import objective_time
@@ -267,8 +268,8 @@ def run_sweep(
     shapes: list[tuple[int, int, int]],
     *,
     evaluator: Any,
-    archive: Any,
-    retriever: Any = None,
+    archive: ArchiveStore | None,
+    retriever: IndexStore | None = None,
     budget_evals: int | None = 64,
     budget_minutes: float | None = None,
     resume: bool = True,

@@ -26,6 +26,7 @@ from typing import Any
 
 from hgemm.agent.model import predict_us
 from hgemm.agent.proposer import Candidate, ProposalContext
+from hgemm.agent.stores import ArchiveStore
 
 from hgemm.core.record import NOT_DEFECTS, EvalRecord, GpuInfo, kernel_hash
 
@@ -87,7 +88,7 @@ def _row_key(row: dict[str, Any]) -> Key | None:
     return config_key(fam, params) if isinstance(fam, str) and isinstance(params, dict) else None
 
 
-def archive_attempts(archive: Any, M: int, N: int, K: int, gpu: GpuInfo) -> list[dict[str, Any]]:
+def archive_attempts(archive: ArchiveStore | None, M: int, N: int, K: int, gpu: GpuInfo) -> list[dict[str, Any]]:
     """The archive's records of this shape on this GPU (`Archive.attempts`), as dicts with at least
     kernel, family, params, correct, failure_kind and offline_us; empty without an archive."""
     if archive is None:

@@ -9,9 +9,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from hgemm.agent.proposer import ProposalContext
+from hgemm.agent.stores import ArchiveStore
 
 from hgemm.core.record import EvalRecord
 
@@ -23,7 +23,7 @@ def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
     return math.sqrt(sum(math.log2(x / y) ** 2 for x, y in zip(a, b, strict=True)))
 
 
-def _records(archive: Any, record_ids: list[int]) -> list[tuple[str, EvalRecord]]:
+def _records(archive: ArchiveStore, record_ids: list[int]) -> list[tuple[str, EvalRecord]]:
     rows = archive.records_by_id(record_ids)
     out = []
     for rid in record_ids:
