@@ -20,7 +20,7 @@ from hgemm.agent.loop import validate_objective
 from hgemm.agent.stores import ArchiveStore
 
 from hgemm.core.errors import BadInput
-from hgemm.core.shape import validate_shape
+from hgemm.core.shape import Shape
 
 PROPOSERS = ("template", "llm", "llm+template")
 
@@ -237,7 +237,7 @@ def optimize_command(
     quiet: bool = typer.Option(False, help="no progress display"),
 ) -> None:
     """Search for an HGEMM kernel faster than cuBLAS on M×N×K; every attempt goes to the archive."""
-    validate_shape(M, N, K)
+    shape = Shape(M, N, K)  # validated here, once
     validate_objective(objective)
     config = _apply_options(
         load_config(config_file),
@@ -264,7 +264,7 @@ def optimize_command(
         raise BadInput(f"--out {out} is a directory")
     proposers = make_proposers(proposer, config)
     result = run_optimize(
-        M, N, K, proposers, config, proposer_kind=proposer, ncu=ncu, sanitize=sanitize, progress=not quiet,
+        shape, proposers, config, proposer_kind=proposer, ncu=ncu, sanitize=sanitize, progress=not quiet,
         objective=objective,
     )
     print_result(result)
@@ -276,9 +276,7 @@ def optimize_command(
 
 
 def run_optimize(
-    M: int,
-    N: int,
-    K: int,
+    shape: Shape,
     proposers: list[Any],
     config: Config,
     *,
@@ -304,9 +302,7 @@ def run_optimize(
     with open_evaluator() as evaluator, Archive() as archive:
         retriever = Retriever(archive, gpu_sm_count=evaluator.gpu_info().sm_count)
         return optimize(
-            M,
-            N,
-            K,
+            shape,
             proposers=proposers,
             evaluator=evaluator,
             archive=archive,
@@ -339,7 +335,7 @@ def prompt_command(
     config_file: Path | None = typer.Option(None, "--config", help="hgemm.toml to read"),
 ) -> None:
     """Print the prompt the LLM proposer would send now for M×N×K (no GPU needed)."""
-    validate_shape(M, N, K)
+    shape = Shape(M, N, K)
     config = load_config(config_file)
     from hgemm.agent.llm.prompt import build_prompt
     from hgemm.agent.proposer import ProposalContext
@@ -350,7 +346,7 @@ def prompt_command(
         name = _latest_gpu_name(archive, M, N, K)
         info = gpu_preset(gpu or preset_for_name(name or ""), name if not gpu else None)
         retriever = Retriever(archive, gpu_sm_count=info.sm_count)
-        ctx = ProposalContext(M, N, K, info, archive=archive, retriever=retriever)
+        ctx = ProposalContext(shape, info, archive=archive, retriever=retriever)
         prompt = build_prompt(
             ctx,
             random.Random(seed),

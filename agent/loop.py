@@ -31,7 +31,7 @@ from hgemm.evaluator.api import Evaluator
 
 from hgemm.core.errors import BadInput
 from hgemm.core.record import MODES, EvalRecord
-from hgemm.core.shape import Shape, validate_shape
+from hgemm.core.shape import Shape
 
 STOP_REASONS = ("evals", "minutes", "llm_usd", "llm_tokens", "converged")
 OBJECTIVES = ("both", "offline", "server")
@@ -116,6 +116,10 @@ class OptimizeResult:
     run_id: int | None
     seconds: float
     confirmation: dict[str, Any] | None = None  # how the winner's figures were measured (None: unconfirmed)
+
+    @property
+    def shape(self) -> Shape:
+        return Shape(self.M, self.N, self.K)
     confirm_evals: int = 0  # evaluations the confirmation spent (outside the search's budget)
     confirm_seconds: float = 0.0  # their GPU-worker seconds
 
@@ -175,6 +179,7 @@ class _Run:
         s = settings
         self.objective = s.objective
         self.quick_modes = MODES if s.quick_server else ("offline",)
+        self.shape = shape
         self.M, self.N, self.K = shape
         self.proposers: list[Proposer] = list(proposers)
         self.evaluator, self.archive, self.retriever = evaluator, archive, retriever
@@ -230,9 +235,7 @@ class _Run:
 
     def context(self) -> ProposalContext:
         return ProposalContext(
-            self.M,
-            self.N,
-            self.K,
+            self.shape,
             self.gpu,
             archive=self.archive,
             retriever=self.retriever,
@@ -306,15 +309,11 @@ class _Run:
         sources = [c.source for _, c in batch]
         self.owner.update((c.hash, i) for i, c in batch)
         if stage == "quick":
-            records = self.evaluator.evaluate(
-                sources, self.M, self.N, self.K, stage="quick", modes=self.quick_modes
-            )
+            records = self.evaluator.evaluate(sources, self.shape, stage="quick", modes=self.quick_modes)
         else:
             records = self.evaluator.evaluate(
                 sources,
-                self.M,
-                self.N,
-                self.K,
+                self.shape,
                 stage="full",
                 modes=MODES,
                 ncu=self.ncu,
@@ -390,8 +389,7 @@ class _Run:
         reps: dict[str, list[EvalRecord]] = {c.hash: [] for c in finalists}
         for rep in range(self.confirm_reps):
             report.update(f"confirming {len(finalists)} finalists: repetition {rep + 1} of {self.confirm_reps}")
-            records = self.evaluator.evaluate([c.source for c in finalists], self.M, self.N, self.K, stage="full",
-                                              modes=MODES)
+            records = self.evaluator.evaluate([c.source for c in finalists], self.shape, stage="full", modes=MODES)
             for cand, rec in zip(finalists, records, strict=True):
                 rec.stage = "confirm-rep"
                 self.confirm_evals += 1
@@ -460,9 +458,7 @@ PROMOTE_WITHIN = 1.10  # a quick result slower than 1.1x the best quick time so 
 
 
 def optimize(
-    M: int,
-    N: int,
-    K: int,
+    shape: Shape,
     *,
     proposers: list[Proposer],
     evaluator: Evaluator,
@@ -482,13 +478,14 @@ def optimize(
     confirm: int = CONFIRM_FINALISTS,
     confirm_reps: int = CONFIRM_REPETITIONS,
 ) -> OptimizeResult:
-    """Search for the fastest correct kernel for M×N×K until a budget ends or the proposers run dry."""
-    validate_shape(M, N, K)
+    """Search for the fastest correct kernel for `shape` until a budget ends or the proposers run dry."""
+    shape = Shape.of(shape)
+    M, N, K = shape
     if not proposers:
         raise ValueError("optimize needs at least one proposer")
     settings = Settings(budget=budget, finalists=finalists, batch=batch, patience=patience, ncu=ncu, sanitize=sanitize,
                         objective=objective, quick_server=quick_server, confirm=confirm, confirm_reps=confirm_reps)
-    run = _Run(Shape(M, N, K), proposers, evaluator, archive, retriever, settings)
+    run = _Run(shape, proposers, evaluator, archive, retriever, settings)
     if archive is not None:
         run.run_id = archive.start_run(
             command,

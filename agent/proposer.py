@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from hgemm.agent.stores import ArchiveStore, IndexStore
 
 from hgemm.core.record import EvalRecord, GpuInfo, kernel_hash
+from hgemm.core.shape import Shape
 
 
 @dataclass
@@ -31,13 +32,23 @@ class Candidate:
 
 @dataclass
 class ProposalContext:
-    M: int
-    N: int
-    K: int
+    shape: Shape
     gpu: GpuInfo
     archive: ArchiveStore | None = None  # the archive, when one is open
     retriever: IndexStore | None = None  # the index, when one is available
     history: list[tuple[Candidate, EvalRecord]] = field(default_factory=list)  # this run's results so far
+
+    @property
+    def M(self) -> int:
+        return self.shape.M
+
+    @property
+    def N(self) -> int:
+        return self.shape.N
+
+    @property
+    def K(self) -> int:
+        return self.shape.K
 
 
 class Proposer(Protocol):

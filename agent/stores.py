@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hgemm.core.record import EvalRecord
+from hgemm.core.shape import Shape
 
 
 class ArchiveStore(Protocol):
@@ -46,6 +47,6 @@ class ArchiveStore(Protocol):
 class IndexStore(Protocol):
     def sync(self) -> dict[str, Any]: ...
 
-    def similar_shapes(self, M: int, N: int, K: int, gpu: str | None = None, k: int = 5) -> list[dict[str, Any]]: ...
+    def similar_shapes(self, shape: Shape, gpu: str | None = None, k: int = 5) -> list[dict[str, Any]]: ...
 
-    def history(self, M: int, N: int, K: int, gpu: str | None = None, k: int = 10) -> list[dict[str, Any]]: ...
+    def history(self, shape: Shape, gpu: str | None = None, k: int = 10) -> list[dict[str, Any]]: ...

@@ -28,6 +28,7 @@ from hgemm.agent.template import REFRESH_WITHIN
 
 from hgemm.core.paths import write_text_atomic
 from hgemm.core.record import BASELINES, MODES, EvalRecord
+from hgemm.core.shape import Shape
 
 DEFAULT_GRID = Path(str(resources.files("hgemm.bench").joinpath("grid100.txt")))  # package data of hgemm.bench
 ARCHIVED_CANDIDATES = 20  # offline-ranked kernels a resumed shape considers for the "both" objective
@@ -265,7 +266,7 @@ def archived_row(
 
 
 def run_sweep(
-    shapes: list[tuple[int, int, int]],
+    shapes: list[Shape],
     *,
     evaluator: Any,
     archive: ArchiveStore | None,
@@ -305,9 +306,7 @@ def run_sweep(
                 started = time.monotonic()
                 try:
                     result = optimize(
-                        M,
-                        N,
-                        K,
+                        Shape(M, N, K),
                         proposers=make(),
                         evaluator=evaluator,
                         archive=archive,
@@ -457,15 +456,12 @@ def sweep_command(
     from hgemm.index import Retriever
 
     from hgemm.core.errors import BadInput
-    from hgemm.core.shape import validate_shape
 
     if not grid.exists():
         raise BadInput(f"grid file {grid} does not exist")
-    shapes = read_grid(grid)
+    shapes = read_grid(grid)  # validated, line by line
     if not shapes:
         raise BadInput(f"grid file {grid} holds no shapes")
-    for s in shapes:
-        validate_shape(*s)
     report_name = name or grid.stem
     from hgemm.agent.loop import validate_objective
 
@@ -500,8 +496,9 @@ def sweep_command(
     typer.echo("wrote " + ", ".join(str(p) for p in paths.values()))
 
 
-def read_grid(path: Path | str) -> list[tuple[int, int, int]]:
-    """Shapes from a grid file: one `M N K` per line; `#` comments and blank lines ignored."""
+def read_grid(path: Path | str) -> list[Shape]:
+    """Shapes from a grid file: one `M N K` per line; `#` comments and blank lines ignored. A line that is not
+    a valid shape is refused with its line number."""
     from hgemm.core.errors import BadInput
 
     shapes = []
@@ -512,7 +509,10 @@ def read_grid(path: Path | str) -> list[tuple[int, int, int]]:
         parts = text.split()
         if len(parts) != 3 or not all(p.isdigit() for p in parts):
             raise BadInput(f"{path}:{n}: expected 'M N K', got {line.strip()!r}")
-        shapes.append((int(parts[0]), int(parts[1]), int(parts[2])))
+        try:
+            shapes.append(Shape(int(parts[0]), int(parts[1]), int(parts[2])))
+        except BadInput as e:
+            raise BadInput(f"{path}:{n}: {e}") from None
     return shapes
 
 

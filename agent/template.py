@@ -216,13 +216,13 @@ class TemplateProposer:
         if r is None:
             return []
         try:
-            hits = list(r.similar_shapes(ctx.M, ctx.N, ctx.K, gpu=ctx.gpu.name, k=self.retrieve_k) or [])
+            hits = list(r.similar_shapes(ctx.shape, gpu=ctx.gpu.name, k=self.retrieve_k) or [])
         except TypeError:  # a retriever without per-GPU history
-            return list(r.similar_shapes(ctx.M, ctx.N, ctx.K, k=self.retrieve_k) or [])
+            return list(r.similar_shapes(ctx.shape, k=self.retrieve_k) or [])
         if self.other_gpus and callable(getattr(r, "gpus", None)):
             for gpu in r.gpus():
                 if gpu != ctx.gpu.name:
-                    hits += r.similar_shapes(ctx.M, ctx.N, ctx.K, gpu=gpu, k=self.retrieve_k) or []
+                    hits += r.similar_shapes(ctx.shape, gpu=gpu, k=self.retrieve_k) or []
         return sorted(hits, key=lambda h: h["distance"])[: self.retrieve_k]
 
     def _ingest_row(self, row: dict[str, Any]) -> None:

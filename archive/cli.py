@@ -24,14 +24,14 @@ def _open(ctx: typer.Context):
 
 
 def _shape(text: str) -> tuple[int, int, int]:
-    from hgemm.core.shape import validate_shape
+    from hgemm.core.shape import Shape
 
     parts = text.replace("x", ",").split(",")
     try:
         M, N, K = (int(p) for p in parts)
     except ValueError as e:
         raise ArchiveError(f"--shape wants M,N,K (three integers), got {text!r}") from e
-    return validate_shape(M, N, K)
+    return tuple(Shape(M, N, K))
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
@@ -154,9 +154,9 @@ def best_cmd(
     source: bool = typer.Option(False, "--source", help="Print the winning source."),
 ) -> None:
     """The fastest correct kernel for one shape."""
-    from hgemm.core.shape import validate_shape
+    from hgemm.core.shape import Shape
 
-    validate_shape(M, N, K)
+    M, N, K = Shape(M, N, K)
     with _open(ctx) as a:
         b = a.best(M, N, K, gpu=gpu, mode=mode)
     if b is None:

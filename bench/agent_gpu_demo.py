@@ -28,6 +28,7 @@ from hgemm.agent.llm.prompt import build_prompt
 from hgemm.agent.loop import Budget, optimize
 from hgemm.agent.proposer import ProposalContext
 
+from hgemm.core.shape import Shape
 from hgemm.testing.replay_server import ReplayServer, Step, reply
 
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096)]
@@ -73,9 +74,7 @@ def run_one(kind, M, N, K, evaluator, archive, retriever, ncu):
 
             proposers.append(TemplateProposer(seed=0))
         result = optimize(
-            M,
-            N,
-            K,
+            Shape(M, N, K),
             proposers=proposers,
             evaluator=evaluator,
             archive=archive,
@@ -115,8 +114,8 @@ def main() -> int:
             for kind in ("llm", "llm+template"):
                 runs.append(run_one(kind, M, N, K, evaluator, archive, retriever, ncu=not args.no_ncu))
         retriever.sync()
-        hits = retriever.similar_shapes(*NEIGHBOUR, gpu.name, 4)
-        ctx = ProposalContext(*NEIGHBOUR, gpu, archive=archive, retriever=retriever)
+        hits = retriever.similar_shapes(Shape(*NEIGHBOUR), gpu.name, 4)
+        ctx = ProposalContext(Shape(*NEIGHBOUR), gpu, archive=archive, retriever=retriever)
         prompt = build_prompt(ctx, random.Random(0), exemplars=3)
     found_shapes = sorted({(h["M"], h["N"], h["K"]) for h in hits})
     checks = {

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from hgemm.evaluator.local import LocalEvaluator
 
+from hgemm.core.shape import Shape
+
 SHAPES = [(128, 128, 128), (64, 128, 64), (1024, 128, 1024), (512, 128, 8192), (256, 2048, 4096),
           (1024, 1024, 1024), (2048, 256, 512), (512, 4096, 4096), (4096, 4096, 4096), (128, 16384, 1024),
           (16384, 4096, 256), (8192, 8192, 4096)]
@@ -33,7 +35,7 @@ def main() -> None:
     with LocalEvaluator() as ev:
         for M, N, K in shapes:
             t0 = time.perf_counter()
-            table = ev.baseline_table(M, N, K, fresh=True)
+            table = ev.baseline_table(Shape(M, N, K), fresh=True)
             table["seconds"] = time.perf_counter() - t0
             rows.append(table)
             print(f"{M}x{N}x{K}: " + "  ".join(

@@ -23,14 +23,16 @@ from pathlib import Path
 
 from hgemm.evaluator.kernels import get_family
 
-Shape = tuple[int, int, int]
-SQUARE_BIG: Shape = (4096, 4096, 4096)
-SQUARE: Shape = (1024, 1024, 1024)
-ODD: Shape = (200, 136, 264)
-ODD_N: Shape = (131, 77, 136)  # odd N and odd M*N: scalar store and scalar reduction paths
-TINY: Shape = (64, 64, 64)
-KHEAVY: Shape = (512, 128, 8192)
-SMALLISH: Shape = (256, 256, 512)
+from hgemm.core.shape import Shape
+
+Dims = tuple[int, int, int]
+SQUARE_BIG: Dims = (4096, 4096, 4096)
+SQUARE: Dims = (1024, 1024, 1024)
+ODD: Dims = (200, 136, 264)
+ODD_N: Dims = (131, 77, 136)  # odd N and odd M*N: scalar store and scalar reduction paths
+TINY: Dims = (64, 64, 64)
+KHEAVY: Dims = (512, 128, 8192)
+SMALLISH: Dims = (256, 256, 512)
 SHAPES = (TINY, ODD_N, ODD, SMALLISH, KHEAVY, SQUARE, SQUARE_BIG)
 
 
@@ -46,7 +48,7 @@ def _small(bm, bn, wm, wn, wk) -> dict:
 
 
 # family -> shape -> explicit parameter sets (each family's default params are added for every shape)
-EXPLICIT: dict[str, dict[Shape, list[dict]]] = {
+EXPLICIT: dict[str, dict[Dims, list[dict]]] = {
     "mma_ms": {
         SQUARE_BIG: [
             _mma(128, 256, 32, 2, 4, 4, 8),
@@ -93,7 +95,7 @@ EXPLICIT: dict[str, dict[Shape, list[dict]]] = {
 }
 
 
-def plan(families: list[str], shapes: list[Shape]) -> list[dict]:
+def plan(families: list[str], shapes: list[Dims]) -> list[dict]:
     """Every (family, params, shape) attempt; ones the family's check refuses keep the reason."""
     rows, seen = [], set()
     for name in families:
@@ -142,7 +144,7 @@ def evaluate_all(rows: list[dict]) -> None:
     with LocalEvaluator() as ev:
         for shape, group in by_shape.items():
             started = time.perf_counter()
-            recs = ev.evaluate([r["source"] for r in group], *shape, stage="quick", modes=("offline",))
+            recs = ev.evaluate([r["source"] for r in group], Shape(*shape), stage="quick", modes=("offline",))
             for r, rec in zip(group, recs, strict=True):
                 mode = rec.modes.get("offline")
                 r.update(

@@ -35,6 +35,8 @@ from pathlib import Path
 from hgemm.evaluator.compile import DEFAULT_ARCHS, nvcc_flags
 from hgemm.evaluator.kernels.wgmma_family import FAMILIES
 
+from hgemm.core.shape import Shape
+
 FAMILY = FAMILIES["wgmma"]
 SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 4096), (512, 4096, 4096), (16384, 4096, 256)]
 _BASE = {
@@ -281,7 +283,7 @@ def run_evaluator(
                     todo.append((name, params))
             if not todo:
                 continue
-            recs = ev.evaluate([source_for(n, p) for n, p in todo], *shape, stage="quick", modes=("offline",))
+            recs = ev.evaluate([source_for(n, p) for n, p in todo], Shape(*shape), stage="quick", modes=("offline",))
             for (name, params), rec in zip(todo, recs):
                 us = rec.median_us("offline") if rec.correct else None
                 rows.append(

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hgemm.core.shape import Shape
+
 DEFAULT_OUT = Path("bench") / "results"
 BELOW = 0.90  # confirmed speedups under this count as clear losses in the closing summary
 
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
                 write(False)
                 continue
             t0 = time.monotonic()
-            (rec,) = ev.evaluate([kernel["source"]], *shape, stage="full", modes=MODES)
+            (rec,) = ev.evaluate([kernel["source"]], Shape(*shape), stage="full", modes=MODES)
             seconds = time.monotonic() - t0
             out[i] = confirm_row(row, rec)
             write(False)

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hgemm.core.shape import Shape
+
 
 def timeit(fn, reps: int = 100) -> dict:
     """p50/p90 of `fn(i)` for i = 0..reps-1, after one warm-up call `fn(-1)`."""
@@ -96,17 +98,17 @@ def main() -> None:
     load_index_s = time.perf_counter() - t
     gpu = "NVIDIA H100"
     queries = {
-        "similar_shapes_k5": timeit(lambda i: r2.similar_shapes(1000, 3000, 2000, k=5)),
-        "similar_shapes_k5_gpu": timeit(lambda i: r2.similar_shapes(1000, 3000, 2000, gpu=gpu, k=5)),
-        "history_k10": timeit(lambda i: r2.history(1000, 3000, 2000, k=10)),
-        "history_k10_gpu": timeit(lambda i: r2.history(1000, 3000, 2000, gpu=gpu, k=10)),
+        "similar_shapes_k5": timeit(lambda i: r2.similar_shapes(Shape(1000, 3000, 2000), k=5)),
+        "similar_shapes_k5_gpu": timeit(lambda i: r2.similar_shapes(Shape(1000, 3000, 2000), gpu=gpu, k=5)),
+        "history_k10": timeit(lambda i: r2.history(Shape(1000, 3000, 2000), k=10)),
+        "history_k10_gpu": timeit(lambda i: r2.history(Shape(1000, 3000, 2000), gpu=gpu, k=10)),
         "search_text_k10_repeated": timeit(lambda i: r2.search_text(TOPICS[0], k=10), reps=30),
         "search_text_k10_distinct": timeit(lambda i: r2.search_text(distinct(i), k=10), reps=50),
         "query_shape_and_text_k10_repeated": timeit(
-            lambda i: r2.query(1000, 3000, 2000, TOPICS[2], k=10), reps=30
+            lambda i: r2.query(Shape(1000, 3000, 2000), TOPICS[2], k=10), reps=30
         ),
         "query_shape_and_text_k10_distinct": timeit(
-            lambda i: r2.query(1000, 3000, 2000, distinct(1000 + i), k=10), reps=50
+            lambda i: r2.query(Shape(1000, 3000, 2000), distinct(1000 + i), k=10), reps=50
         ),
     }
     result = {

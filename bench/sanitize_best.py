@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from hgemm.core.shape import Shape
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hgemm.bench.sanitize_best", description=__doc__.splitlines()[0])
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{shape}: kernel {row['kernel']} not in the archive", flush=True)
                 continue
             t0 = time.time()
-            (rec,) = ev.evaluate([kernel["source"]], *shape, stage="full", modes=("offline",), sanitize=True)
+            (rec,) = ev.evaluate([kernel["source"]], Shape(*shape), stage="full", modes=("offline",), sanitize=True)
             entry = {"M": shape[0], "N": shape[1], "K": shape[2], "kernel": row["kernel"], "ok": rec.ok,
                      "failure_kind": rec.failure_kind, "failure_message": (rec.failure_message or "")[:500],
                      "seconds": round(time.time() - t0, 1)}  # fmt: skip

@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Protocol
 
 from hgemm.core.record import EvalRecord, GpuInfo
+from hgemm.core.shape import Shape
 
 
 def contract_text() -> str:
@@ -25,9 +26,7 @@ class Evaluator(Protocol):
     def evaluate(
         self,
         sources: list[str],
-        M: int,
-        N: int,
-        K: int,
+        shape: Shape,
         *,
         stage: str = "full",  # "quick": basic checks, timing in `modes` (the loop asks offline only); "full": everything
         modes: tuple[str, ...] = ("offline", "server"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from hgemm.core.errors import BadInput
-from hgemm.core.shape import validate_shape
+from hgemm.core.shape import Shape
 
 MODE_HELP = "offline (CUDA graph, warm L2), server (L2 flushed, random gaps) or both"
 
@@ -46,12 +46,12 @@ def bench(
     fresh: bool = typer.Option(False, "--fresh", help="time again instead of reading this GPU's cached figures"),
 ) -> None:
     """Time the four cuBLAS baselines and show the physical floor for one shape."""
-    validate_shape(M, N, K)
+    shape = Shape(M, N, K)
     modes = _modes(mode)
     from hgemm.evaluator.local import LocalEvaluator
 
     with LocalEvaluator() as ev:
-        table = ev.baseline_table(M, N, K, modes, fresh=fresh)
+        table = ev.baseline_table(shape, modes, fresh=fresh)
     if as_json:
         print(json.dumps(table, indent=1))
         return
@@ -71,13 +71,13 @@ def eval_kernel(
     as_json: bool = typer.Option(False, "--json", help="print the record as JSON"),
 ) -> None:
     """Compile, check and time one candidate kernel against the baselines."""
-    validate_shape(M, N, K)
+    shape = Shape(M, N, K)
     source = read_kernel(kernel)
     modes = _modes(mode)
     from hgemm.evaluator.local import LocalEvaluator
 
     with LocalEvaluator() as ev:
-        (record,) = ev.evaluate([source], M, N, K, stage="full", modes=modes, ncu=ncu, sanitize=sanitize)
+        (record,) = ev.evaluate([source], shape, stage="full", modes=modes, ncu=ncu, sanitize=sanitize)
     if as_json:
         print(json.dumps(record.to_dict(), indent=1))
     else:

@@ -17,7 +17,7 @@ from hgemm.evaluator.worker import Worker, WorkerFailed
 
 from hgemm.core.errors import NoGpu
 from hgemm.core.record import EvalRecord, GpuInfo, ModeResult, Resources, Stats, kernel_hash
-from hgemm.core.shape import validate_shape
+from hgemm.core.shape import Shape
 
 PREPARE_TIMEOUT_S = 600.0  # first use measures GPU facts and autotunes cuBLASLt
 
@@ -52,10 +52,10 @@ class LocalEvaluator:
             self._prepare(64, 64, 64)
         return self._info
 
-    def evaluate(self, sources, M, N, K, *, stage="full", modes=("offline", "server"), ncu=False, sanitize=False):
+    def evaluate(self, sources, shape, *, stage="full", modes=("offline", "server"), ncu=False, sanitize=False):
         from hgemm.evaluator.compile import compile_sources
 
-        validate_shape(M, N, K)
+        M, N, K = Shape.of(shape)
         modes = tuple(modes)
         compiled = compile_sources(list(sources))
         records: list[EvalRecord] = []
@@ -133,12 +133,12 @@ class LocalEvaluator:
             if cand.median_us < floor:
                 rec.fail("suspicious_speed", f"{mode}: {cand.median_us:.2f} us is below the physical floor {floor:.2f} us")
 
-    def baseline_table(self, M: int, N: int, K: int, modes=("offline", "server"), fresh: bool = False) -> dict:
+    def baseline_table(self, shape: Shape, modes=("offline", "server"), fresh: bool = False) -> dict:
         """Baselines and floors alone, for `hgemm bench`; cached per (GPU, driver, shape, mode) unless `fresh`."""
         from hgemm.evaluator import baseline_cache
         from hgemm.evaluator.gpu_facts import floor_us, gpu_key
 
-        validate_shape(M, N, K)
+        M, N, K = Shape.of(shape)
         self._prepare(M, N, K)
         key = gpu_key(self._info)
         times = {m: None if fresh else baseline_cache.load(key, M, N, K, m) for m in modes}

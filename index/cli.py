@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from hgemm.core.shape import Shape
+
 index_app = typer.Typer(help="Retrieval over the archive (FAISS).", no_args_is_help=True)
 
 
@@ -64,10 +66,12 @@ def query_cmd(
     """Best kernels of the nearest shapes, then the nearest attempts (failures included)."""
     from rich.table import Table
 
+    shape = Shape(M, N, K)
+
     a, r = _open(ctx, sm_count)
     with a:
-        shapes = r.similar_shapes(M, N, K, gpu=gpu, k=k)
-        attempts = r.history(M, N, K, gpu=gpu, k=k)
+        shapes = r.similar_shapes(shape, gpu=gpu, k=k)
+        attempts = r.history(shape, gpu=gpu, k=k)
     t = Table(title=f"nearest shapes to {M}x{N}x{K}")
     for col in (
         "shape",

@@ -26,7 +26,7 @@ from hgemm.index.store import IndexStore
 
 from hgemm.core.paths import state_dir
 from hgemm.core.record import MODES
-from hgemm.core.shape import validate_shape
+from hgemm.core.shape import Shape
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9.+\-]*")
 
@@ -81,12 +81,10 @@ class Retriever:
         rows = self.archive.execute("SELECT DISTINCT gpu FROM evaluations WHERE ranked = 1 AND gpu IS NOT NULL")
         return sorted(r[0] for r in rows)
 
-    def similar_shapes(
-        self, M: int, N: int, K: int, gpu: str | None = None, k: int = 5
-    ) -> list[dict[str, Any]]:
+    def similar_shapes(self, shape: Shape, gpu: str | None = None, k: int = 5) -> list[dict[str, Any]]:
         """Best kernels of the k nearest ranked shapes: hash, family, params, source, shape, per-mode
         speedup_best / median_us / best_baseline, and the shape distance."""
-        validate_shape(M, N, K)
+        M, N, K = Shape.of(shape)
         self._ready()
         shapes, idx = self._shape_index(gpu)
         if not shapes:
@@ -122,17 +120,15 @@ class Retriever:
 
     # ----- attempts near a shape -----------------------------------------------------------------------
 
-    def history(self, M: int, N: int, K: int, gpu: str | None = None, k: int = 10) -> list[dict[str, Any]]:
+    def history(self, shape: Shape, gpu: str | None = None, k: int = 10) -> list[dict[str, Any]]:
         """Attempts (failures included) on this and the nearest shapes, with attempt text and NCU metrics."""
-        validate_shape(M, N, K)
+        M, N, K = Shape.of(shape)
         self._ready()
         return self._attempts(self.store.search_attempts(M, N, K, k, gpu=gpu))
 
-    def query(
-        self, M: int, N: int, K: int, text: str, gpu: str | None = None, k: int = 10
-    ) -> list[dict[str, Any]]:
+    def query(self, shape: Shape, text: str, gpu: str | None = None, k: int = 10) -> list[dict[str, Any]]:
         """Attempts near a shape AND a description (both halves of the vector); shape-only without a model."""
-        validate_shape(M, N, K)
+        M, N, K = Shape.of(shape)
         self._ready()
         vec = self._embed_query(text)
         return self._attempts(self.store.search_attempts(M, N, K, k, text_vec=vec, gpu=gpu))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from hgemm.core.record import EvalRecord, GpuInfo, ModeResult, Resources, Stats, kernel_hash
+from hgemm.core.shape import Shape
 
 STANDIN_GPU = GpuInfo(
     name="NVIDIA H100 80GB HBM3 (stand-in)",
@@ -81,15 +82,14 @@ class StandinEvaluator:
     def evaluate(
         self,
         sources: list[str],
-        M: int,
-        N: int,
-        K: int,
+        shape: Shape,
         *,
         stage: str = "full",
         modes: tuple[str, ...] = ("offline", "server"),
         ncu: bool = False,
         sanitize: bool = False,
     ) -> list[EvalRecord]:
+        M, N, K = Shape.of(shape)
         self.calls.append((stage, len(sources)))
         if sanitize:
             self.sanitized.append((stage, len(sources)))

@@ -8,6 +8,7 @@ from hgemm.evaluator import baseline_cache
 from hgemm.evaluator.local import LocalEvaluator
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 FACTS = {"peak_tflops": 760.0, "bandwidth_gbs": 4300.0, "launch_us": 0.7}
 TIMES = {"torch_nn": {"median_us": 2.5, "p10_us": 2.4, "p90_us": 2.6, "n": 15}}
@@ -44,21 +45,21 @@ def test_store_and_load_by_gpu_shape_and_mode():
 
 def test_bench_times_once_then_reads_the_cache_unless_fresh():
     ev = evaluator_without_gpu()
-    first = ev.baseline_table(128, 128, 128)
+    first = ev.baseline_table(Shape(128, 128, 128))
     assert [op for op, _ in ev.worker.calls] == ["time_baselines"] and first["cached"] == []
-    second = ev.baseline_table(128, 128, 128)
+    second = ev.baseline_table(Shape(128, 128, 128))
     assert len(ev.worker.calls) == 1 and second["cached"] == ["offline", "server"]
     assert second["modes"]["offline"]["baselines"] == TIMES
-    ev.baseline_table(128, 128, 128, fresh=True)
+    ev.baseline_table(Shape(128, 128, 128), fresh=True)
     assert len(ev.worker.calls) == 2
 
 
 def test_another_driver_does_not_share_the_cache():
     ev = evaluator_without_gpu()
-    ev.baseline_table(128, 128, 128)
+    ev.baseline_table(Shape(128, 128, 128))
     other = evaluator_without_gpu()
     other._info.driver = "590.1"
-    other.baseline_table(128, 128, 128)
+    other.baseline_table(Shape(128, 128, 128))
     assert len(other.worker.calls) == 1
 
 

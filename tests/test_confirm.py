@@ -10,13 +10,15 @@ from hgemm.archive import Archive
 from standin import StandinEvaluator
 from test_loop import ListProposer, kernel
 
+from hgemm.core.shape import Shape
+
 HONEST = kernel(0.90)  # always 0.90 of the base time
 LUCKY = kernel(0.95, marker="// STANDIN_LUCKY 0.80\n")  # 0.76 once, then 0.95
 OTHER = kernel(0.97)
 
 
 def _search(archive, evaluator, **kw):
-    return optimize(256, 256, 256, proposers=[ListProposer([LUCKY, HONEST, OTHER])], evaluator=evaluator,
+    return optimize(Shape(256, 256, 256), proposers=[ListProposer([LUCKY, HONEST, OTHER])], evaluator=evaluator,
                     archive=archive, budget=Budget(evals=12), progress=False, finalists=3, objective="offline", **kw)
 
 

@@ -36,9 +36,10 @@ class Remeasure:
     def __exit__(self, *exc):
         return None
 
-    def evaluate(self, sources, M, N, K, **kwargs):
+    def evaluate(self, sources, shape, **kwargs):
+        M, N, K = shape
         self.calls += 1
-        records = self.inner.evaluate(sources, M, N, K, **kwargs)
+        records = self.inner.evaluate(sources, shape, **kwargs)
         for rec in records:
             for m in rec.modes.values():
                 m.candidate.median_us *= self.slower

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from adversarial.catalog import adversarial, honest
 
+from hgemm.core.shape import Shape
+
 pytestmark = pytest.mark.gpu
 
 ADVERSARIAL_SHAPE = (200, 136, 264)  # no dimension a multiple of 16, 32 or 256; K >= 256
@@ -43,7 +45,7 @@ def test_adversarial_kernels_fail_as_expected():
     assert len(kernels) >= 14
     M, N, K = ADVERSARIAL_SHAPE
     with LocalEvaluator() as ev:
-        records = ev.evaluate([k.source for k in kernels], M, N, K, stage="full", modes=("offline",))
+        records = ev.evaluate([k.source for k in kernels], Shape(M, N, K), stage="full", modes=("offline",))
     assert len(records) == len(kernels)
     rows = []
     for kernel, rec in zip(kernels, records):
@@ -74,7 +76,7 @@ def test_honest_kernels_pass(shape):
     assert len(kernels) >= 3
     M, N, K = shape
     with LocalEvaluator() as ev:
-        records = ev.evaluate([k.source for k in kernels], M, N, K, stage="full", modes=("offline",))
+        records = ev.evaluate([k.source for k in kernels], Shape(M, N, K), stage="full", modes=("offline",))
     rows = [
         {
             "kernel": k.name,
@@ -106,7 +108,7 @@ def test_neutralised_cheats_gain_nothing():
     M, N, K = ADVERSARIAL_SHAPE
     sources = [k.source for k in kernels] + [twins[k.twin].source for k in kernels]
     with LocalEvaluator() as ev:
-        records = ev.evaluate(sources, M, N, K, stage="full", modes=("offline", "server"))
+        records = ev.evaluate(sources, Shape(M, N, K), stage="full", modes=("offline", "server"))
     cheats, honest_twins = records[: len(kernels)], records[len(kernels) :]
     rows = []
     for kernel, rec, twin in zip(kernels, cheats, honest_twins):

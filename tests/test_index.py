@@ -14,6 +14,7 @@ from hgemm.index.features import SHAPE_DIM, shape_features
 from typer.testing import CliRunner
 
 from hgemm.core.record import EvalRecord, ModeResult, Stats
+from hgemm.core.shape import Shape
 from hgemm.testing.synthetic import attempts, kernel_source
 
 
@@ -104,17 +105,17 @@ def test_similar_shapes_returns_best_of_nearest_shapes():
         bad = EvalRecord(ks[3], 4096, 4096, 4000, gpu="H100").fail("incorrect", "wrong")
         a.add_evaluation(ks[3], bad)
         r = Retriever(a)
-        got = r.similar_shapes(4096, 4096, 4000, k=3)
+        got = r.similar_shapes(Shape(4096, 4096, 4000), k=3)
         assert [(g["M"], g["N"], g["K"]) for g in got][:2] == [(4096, 4096, 4096), (4096, 4096, 2048)]
         assert got[0]["kernel_hash"] == ks[1] and got[0]["speedup_best"]["offline"] == pytest.approx(10 / 8)
         assert set(got[0]["median_us"]) == {"offline", "server"} and got[0]["source"].startswith(
             "// synthetic"
         )
         assert got[0]["params"] == {"bm": 128}
-        hist = r.history(4096, 4096, 4000, k=3)
+        hist = r.history(Shape(4096, 4096, 4000), k=3)
         assert hist[0]["failure_kind"] == "incorrect" and hist[0]["distance"] == pytest.approx(0, abs=1e-6)
         assert "failed incorrect" in hist[0]["text"]
-        assert r.similar_shapes(4096, 4096, 4000, gpu="H200") == []
+        assert r.similar_shapes(Shape(4096, 4096, 4000), gpu="H200") == []
 
 
 def test_text_search_without_model_uses_word_overlap():

@@ -9,6 +9,7 @@ from hgemm.index import embed as embed_mod
 from hgemm.index.embed import TEXT_DIM
 from hgemm.index.features import SHAPE_DIM
 
+from hgemm.core.shape import Shape
 from hgemm.testing.synthetic import attempts
 
 pytestmark = pytest.mark.slow
@@ -37,7 +38,7 @@ def test_text_index_finds_attempts_by_meaning(model, monkeypatch):
         assert found and found[0]["failure_kind"] == "crash"
         found = r.search_text("kernel failed to compile: undefined identifier", k=3)
         assert found[0]["failure_kind"] == "compile_error"
-        near = r.query(1024, 1024, 2048, "warpgroup mma with tensor memory accelerator loads", k=5)
+        near = r.query(Shape(1024, 1024, 2048), "warpgroup mma with tensor memory accelerator loads", k=5)
         assert near and all(x["M"] == 1024 and x["N"] == 1024 and x["K"] == 2048 for x in near[:2])
 
         # every distinct text was embedded once and cached: a rebuild embeds nothing new
@@ -75,7 +76,7 @@ def test_shape_and_text_query_is_exact(model, monkeypatch):
             d = ((vecs - q) ** 2).sum(axis=1)
             ranked = sorted((round(float(x), 4), -y["id"], float(x)) for y, x in zip(recs, d)
                             if gpu is None or y["gpu"] == gpu)[:10]  # fmt: skip
-            got = r.query(M, N, K, text, gpu=gpu, k=10) if text else r.history(M, N, K, k=10)
+            got = r.query(Shape(M, N, K), text, gpu=gpu, k=10) if text else r.history(Shape(M, N, K), k=10)
             assert [g["id"] for g in got] == [-neg for _, neg, _ in ranked]
             assert [g["distance"] for g in got] == pytest.approx([x for _, _, x in ranked], abs=1e-4)
 

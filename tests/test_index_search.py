@@ -10,6 +10,7 @@ from hgemm.index import Retriever
 from hgemm.index.features import shape_features
 from hgemm.index.store import W_SHAPE
 
+from hgemm.core.shape import Shape
 from hgemm.testing.synthetic import attempts
 
 
@@ -40,13 +41,13 @@ def test_history_is_the_exact_nearest_then_newest():
             for gpu in (None, "H200", "B200"):
                 for k in (1, 10, 40):
                     want = brute_force(a, M, N, K, k, gpu)
-                    got = r.history(M, N, K, gpu=gpu, k=k)
+                    got = r.history(Shape(M, N, K), gpu=gpu, k=k)
                     assert [g["id"] for g in got] == [i for i, _ in want], (M, N, K, gpu, k)
                     assert [g["distance"] for g in got] == pytest.approx([x for _, x in want], abs=1e-5)
                     assert all(g["gpu"] == gpu for g in got) if gpu else True
                     assert all(g["text"] for g in got)
         # records with one shape share a distance: the newest come first
-        same = r.history(4096, 4096, 4096, k=5)
+        same = r.history(Shape(4096, 4096, 4096), k=5)
         assert [g["id"] for g in same] == sorted((g["id"] for g in same), reverse=True)
 
 
@@ -57,12 +58,12 @@ def test_new_records_are_found_after_sync():
                 h = a.add_kernel(at.source, family=at.family, params=at.params, proposer=at.proposer)
                 a.add_evaluation(h, at.record)
         r = Retriever(a)
-        assert r.history(1000, 1000, 1000, gpu="H300") == []
+        assert r.history(Shape(1000, 1000, 1000), gpu="H300") == []
         at = next(attempts(1, seed=2, kernels=1, gpus=("H300",)))
         h = a.add_kernel(at.source, family=at.family, params=at.params, proposer=at.proposer)
         a.add_evaluation(h, at.record)
         assert r.sync()["added"] == 1
-        assert [g["id"] for g in r.history(1000, 1000, 1000, gpu="H300")] == [a.max_record_id()]
+        assert [g["id"] for g in r.history(Shape(1000, 1000, 1000), gpu="H300")] == [a.max_record_id()]
 
 
 def test_faiss_build_decides_cpu_or_gpu_search():

@@ -8,6 +8,8 @@ from hgemm.agent.llm import LLMError, LLMProposer
 from hgemm.agent.proposer import ProposalContext
 from standin import STANDIN_GPU
 
+from hgemm.core.shape import Shape
+
 
 def _tiny_model_dir(path):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -57,7 +59,7 @@ def test_garbage_from_local_model_is_recorded_not_fatal(tiny_dir):
 
     backend = LocalBackend(tiny_dir, temperature=1.0, max_tokens=12, device="cpu")
     proposer = LLMProposer(backend, samples=2, seed=0)
-    ctx = ProposalContext(256, 256, 256, STANDIN_GPU)
+    ctx = ProposalContext(Shape(256, 256, 256), STANDIN_GPU)
     generation = proposer.generate(proposer.prepare(ctx), 2)
     assert generation.candidates == []
     (call,) = generation.calls

@@ -11,6 +11,7 @@ from hgemm.agent.proposer import ProposalContext
 from hgemm.evaluator.kernels import get_family
 from standin import STANDIN_GPU
 
+from hgemm.core.shape import Shape
 from hgemm.testing.replay_server import ReplayServer, Step, reply
 
 KERNEL = get_family("small").render(dict(BM=32, BN=64, WARPS_M=1, WARPS_N=2, WARPS_K=1))
@@ -25,7 +26,7 @@ def _backend(server, **kw):
 
 
 def _generate(proposer):
-    return proposer.generate(proposer.prepare(ProposalContext(256, 512, 128, STANDIN_GPU)), 4)
+    return proposer.generate(proposer.prepare(ProposalContext(Shape(256, 512, 128), STANDIN_GPU)), 4)
 
 
 def test_kernel_edit_becomes_a_candidate_with_cost():
@@ -108,6 +109,6 @@ def test_propose_protocol_path_matches_prepare_generate():
     with ReplayServer([reply(EDIT)]) as server:
         proposer = LLMProposer(_backend(server), seed=3)
         proposer.rng = random.Random(3)
-        candidates = proposer.propose(ProposalContext(256, 512, 128, STANDIN_GPU), 1)
+        candidates = proposer.propose(ProposalContext(Shape(256, 512, 128), STANDIN_GPU), 1)
     assert [c.source for c in candidates] == [KERNEL]
     assert [c.outcome for c in proposer.calls] == ["kernel"]

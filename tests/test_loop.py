@@ -13,6 +13,7 @@ from hgemm.evaluator.kernels import get_family
 from standin import StandinEvaluator
 
 from hgemm.core.errors import BadInput
+from hgemm.core.shape import Shape
 from hgemm.testing.replay_server import ReplayServer, Step, reply
 
 SMALL = get_family("small")
@@ -56,9 +57,7 @@ def test_every_attempt_is_archived_and_only_the_best_go_full():
     evaluator = StandinEvaluator()
     with Archive() as archive:
         result = optimize(
-            256,
-            256,
-            256,
+            Shape(256, 256, 256),
             proposers=[proposer],
             evaluator=evaluator,
             archive=archive,
@@ -88,9 +87,7 @@ def test_every_attempt_is_archived_and_only_the_best_go_full():
 def test_budget_on_evaluations_and_minutes():
     sources = [kernel(0.8 + 0.01 * i) for i in range(40)]
     result = optimize(
-        128,
-        128,
-        128,
+        Shape(128, 128, 128),
         proposers=[ListProposer(sources)],
         evaluator=StandinEvaluator(),
         budget=Budget(evals=10),
@@ -100,9 +97,7 @@ def test_budget_on_evaluations_and_minutes():
     assert result.stop_reason == "evals" and result.evals == 10
     assert result.best is not None  # room was kept for a full evaluation
     result = optimize(
-        128,
-        128,
-        128,
+        Shape(128, 128, 128),
         proposers=[ListProposer(sources)],
         evaluator=StandinEvaluator(),
         budget=Budget(minutes=0.0),
@@ -113,7 +108,7 @@ def test_budget_on_evaluations_and_minutes():
 
 def test_bad_shape_is_refused():
     with pytest.raises(BadInput):
-        optimize(0, 1, 1, proposers=[ListProposer([])], evaluator=StandinEvaluator(), budget=Budget())
+        optimize(Shape(0, 1, 1), proposers=[ListProposer([])], evaluator=StandinEvaluator(), budget=Budget())
 
 
 def test_llm_loop_archives_calls_lineage_and_shows_failures_in_the_next_prompt():
@@ -128,9 +123,7 @@ def test_llm_loop_archives_calls_lineage_and_shows_failures_in_the_next_prompt()
     with ReplayServer(steps, then=Step(texts=["nothing new"])) as server, Archive() as archive:
         proposer = _llm(server, prices=lambda m: (1.0, 1.0))
         result = optimize(
-            512,
-            512,
-            512,
+            Shape(512, 512, 512),
             proposers=[proposer],
             evaluator=StandinEvaluator(),
             archive=archive,
@@ -164,9 +157,7 @@ def test_llm_loop_archives_calls_lineage_and_shows_failures_in_the_next_prompt()
 def test_llm_budgets_end_the_run_cleanly():
     with ReplayServer([], then=Step(texts=[edit(0.9)])) as server:
         result = optimize(
-            256,
-            256,
-            256,
+            Shape(256, 256, 256),
             proposers=[_llm(server, prices=lambda m: (1e6, 1e6))],
             evaluator=StandinEvaluator(),
             budget=Budget(llm_usd=0.01),
@@ -174,9 +165,7 @@ def test_llm_budgets_end_the_run_cleanly():
         )
         assert result.stop_reason == "llm_usd" and result.llm.calls == 1
         result = optimize(
-            256,
-            256,
-            256,
+            Shape(256, 256, 256),
             proposers=[_llm(server)],
             evaluator=StandinEvaluator(),
             budget=Budget(llm_tokens=1),
@@ -190,9 +179,7 @@ def test_llm_plus_template_keeps_evaluating_while_the_llm_thinks():
     sources = [kernel(0.8 + 0.02 * i) for i in range(12)]
     with ReplayServer(slow, then=Step(delay_s=0.3, texts=["no code"])) as server, Archive() as archive:
         result = optimize(
-            256,
-            256,
-            256,
+            Shape(256, 256, 256),
             proposers=[_llm(server), ListProposer(sources, per_round=2)],
             evaluator=StandinEvaluator(),
             archive=archive,
@@ -215,9 +202,7 @@ def test_an_unreachable_llm_ends_the_run_with_status_error():
     with Archive() as archive:
         with pytest.raises(Unreachable):
             optimize(
-                64,
-                64,
-                64,
+                Shape(64, 64, 64),
                 proposers=[LLMProposer(backend)],
                 evaluator=StandinEvaluator(),
                 archive=archive,
@@ -233,7 +218,7 @@ def test_sanitize_runs_on_the_winner_and_a_failing_winner_gives_way():
     sources = [racy, kernel(0.80), kernel(0.90), kernel(1.00)]
     evaluator = StandinEvaluator()
     with Archive() as archive:
-        result = optimize(256, 256, 256, proposers=[ListProposer(sources)], evaluator=evaluator, archive=archive,
+        result = optimize(Shape(256, 256, 256), proposers=[ListProposer(sources)], evaluator=evaluator, archive=archive,
                           budget=Budget(evals=100), progress=False, finalists=2, batch=4, patience=2,
                           sanitize=True)  # fmt: skip
         assert result.best.source == sources[1]  # the next best, sanitized clean
@@ -250,7 +235,7 @@ def test_the_objective_picks_the_winner(objective, winner):
     # kernel 0 is fastest offline but loses 50% in server mode; kernel 1 is a little slower, evenly
     sources = [kernel(0.80, marker="// STANDIN_SERVER_SPEED 1.5\n"), kernel(0.85)]
     with Archive() as archive:
-        result = optimize(256, 256, 256, proposers=[ListProposer(sources)], evaluator=StandinEvaluator(),
+        result = optimize(Shape(256, 256, 256), proposers=[ListProposer(sources)], evaluator=StandinEvaluator(),
                           archive=archive, budget=Budget(evals=20), progress=False, finalists=2, batch=4,
                           patience=2, objective=objective)  # fmt: skip
     assert result.full == 2  # both reached the full stage; the objective alone decides
@@ -263,7 +248,7 @@ def test_with_quick_server_the_finalist_is_promoted_by_the_objective(quick_serve
     sources = [kernel(0.80, marker="// STANDIN_SERVER_SPEED 1.5\n"), kernel(0.85)]
     evaluator = StandinEvaluator()
     with Archive() as archive:
-        result = optimize(256, 256, 256, proposers=[ListProposer(sources)], evaluator=evaluator, archive=archive,
+        result = optimize(Shape(256, 256, 256), proposers=[ListProposer(sources)], evaluator=evaluator, archive=archive,
                           budget=Budget(evals=3), progress=False, finalists=1, batch=2, patience=2,
                           quick_server=quick_server)  # fmt: skip
     quick = [r for _, r in result.results if r.stage == "quick"]
@@ -273,5 +258,5 @@ def test_with_quick_server_the_finalist_is_promoted_by_the_objective(quick_serve
 
 def test_an_unknown_objective_is_refused():
     with pytest.raises(ValueError, match="objective"):
-        optimize(256, 256, 256, proposers=[ListProposer([kernel(1.0)])], evaluator=StandinEvaluator(),
+        optimize(Shape(256, 256, 256), proposers=[ListProposer([kernel(1.0)])], evaluator=StandinEvaluator(),
                  budget=Budget(evals=2), progress=False, objective="fastest")  # fmt: skip

@@ -13,6 +13,7 @@ from hgemm.evaluator.kernels import get_family
 from standin import STANDIN_GPU, StandinEvaluator
 
 from hgemm import prompts
+from hgemm.core.shape import Shape
 
 REQUIRED = {
     "system.j2": {"contract"},
@@ -61,12 +62,12 @@ def _history(n_good: int = 5, shape=(512, 512, 512)):
         for i in range(n_good)
     ]
     sources.append("// STANDIN_WRONG\n" + sources[0])
-    records = StandinEvaluator().evaluate(sources, *shape, stage="full", ncu=True)
+    records = StandinEvaluator().evaluate(sources, Shape(*shape), stage="full", ncu=True)
     return [(Candidate(s, "template"), r) for s, r in zip(sources, records, strict=True)]
 
 
 def test_task_prompt_shows_contract_exemplars_parent_and_failures():
-    ctx = ProposalContext(512, 512, 512, STANDIN_GPU, history=_history())
+    ctx = ProposalContext(Shape(512, 512, 512), STANDIN_GPU, history=_history())
     prompt = build_prompt(ctx, random.Random(1), exemplars=3)
     assert contract_text().strip() in prompt.system
     assert prompt.parent_hash and len(prompt.exemplar_hashes) == 3
@@ -84,7 +85,7 @@ def test_task_prompt_shows_contract_exemplars_parent_and_failures():
 
 
 def test_prompt_without_history_still_renders():
-    prompt = build_prompt(ProposalContext(64, 64, 64, STANDIN_GPU), random.Random(0))
+    prompt = build_prompt(ProposalContext(Shape(64, 64, 64), STANDIN_GPU), random.Random(0))
     assert prompt.parent_hash is None and prompt.exemplar_hashes == []
     assert "not been measured yet" in prompt.user and "```cuda" in prompt.system
 
@@ -95,7 +96,7 @@ def test_rank_weighting_prefers_the_best_but_keeps_diversity():
     firsts = [rank_weighted_sample(items, 1, rng)[0] for _ in range(3000)]
     counts = [firsts.count(i) for i in items]
     assert counts[0] > counts[1] > counts[5] > 0 and counts[9] > 0
-    ranked, _, _ = gather(ProposalContext(512, 512, 512, STANDIN_GPU, history=_history(8)))
+    ranked, _, _ = gather(ProposalContext(Shape(512, 512, 512), STANDIN_GPU, history=_history(8)))
     for seed in range(20):
         parent, shown = choose(ranked, 3, random.Random(seed))
         rest = [s for s in ranked if s.hash != parent.hash]

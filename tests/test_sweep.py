@@ -14,6 +14,7 @@ from standin import StandinEvaluator
 from typer.testing import CliRunner
 
 from hgemm.core.record import BASELINES, EvalRecord, ModeResult, Stats, kernel_hash
+from hgemm.core.shape import Shape
 
 
 def stats(us: float) -> Stats:
@@ -90,11 +91,14 @@ def test_write_report(tmp_path, rows):
 def test_read_grid(tmp_path):
     f = tmp_path / "g.txt"
     f.write_text("# header\n64 64 64\n\n128 256 512  # note\n")
-    assert read_grid(f) == [(64, 64, 64), (128, 256, 512)]
+    assert read_grid(f) == [Shape(64, 64, 64), Shape(128, 256, 512)]
     f.write_text("64 64\n")
     from hgemm.core.errors import BadInput
 
     with pytest.raises(BadInput):
+        read_grid(f)
+    f.write_text("64 64 64\n0 64 64\n")
+    with pytest.raises(BadInput, match=r"g.txt:2: M must be positive"):  # validated as read, with its line
         read_grid(f)
 
 
@@ -105,7 +109,7 @@ def test_committed_grid100_is_what_the_script_writes():
     shapes = grid100.choose()
     assert grid100.GRID.read_text() == grid100.render(shapes)
     assert DEFAULT_GRID.read_text() == grid100.GRID.read_text()  # what `hgemm sweep` reads by default
-    assert read_grid(DEFAULT_GRID) == shapes
+    assert [tuple(s) for s in read_grid(DEFAULT_GRID)] == shapes
     assert len(set(shapes)) == 100
     assert {grid100.decade(s) for s in shapes} == set(range(5, 13))  # every FLOP decade of the grid
 
@@ -153,7 +157,7 @@ def test_a_search_again_keeps_the_archived_kernel_when_it_finds_nothing_better()
     fast = "// STANDIN_SPEED 0.2\n" + body  # far faster than anything the template search proposes
     ev = StandinEvaluator()
     with Archive() as archive:
-        (rec,) = ev.evaluate([fast], 256, 256, 256, stage="full")
+        (rec,) = ev.evaluate([fast], Shape(256, 256, 256), stage="full")
         archive.record(Candidate(fast, "list"), rec)
         (row,) = run_sweep([(256, 256, 256)], evaluator=ev, archive=archive, budget_evals=6, resume=False,
                            progress=False)  # fmt: skip
@@ -241,10 +245,11 @@ class DiesOnShape(StandinEvaluator):
         super().__init__()
         self.shape = shape
 
-    def evaluate(self, sources, M, N, K, **kw):
+    def evaluate(self, sources, shape, **kw):
+        M, N, K = shape
         if (M, N, K) == self.shape:
             raise KeyboardInterrupt  # what a timeout's SIGINT looks like to Python
-        return super().evaluate(sources, M, N, K, **kw)
+        return super().evaluate(sources, shape, **kw)
 
 
 def test_a_sweep_cut_off_keeps_the_report_of_the_shapes_it_finished(tmp_path, monkeypatch):
@@ -287,7 +292,7 @@ def test_a_resumed_shape_is_chosen_by_the_objective():
     ev = StandinEvaluator()
     with Archive() as archive:
         for source in (cold_sensitive, even):
-            (rec,) = ev.evaluate([source], 256, 256, 256, stage="full")
+            (rec,) = ev.evaluate([source], Shape(256, 256, 256), stage="full")
             archive.record(Candidate(source, "list"), rec)
         gpu = ev.gpu_info().name
         assert sweep.archived_row(archive, 256, 256, 256, gpu, "offline")["kernel"] == kernel_hash(cold_sensitive)
@@ -304,8 +309,8 @@ def test_a_record_with_disturbed_baselines_does_not_win_the_resumed_row():
     fast, slow = "// STANDIN_SPEED 0.7\n" + body, "// STANDIN_SPEED 1.0\n" + body  # time factors
     ev = StandinEvaluator()
     with Archive() as archive:
-        (rec_fast,) = ev.evaluate([fast], 256, 256, 256, stage="full")
-        (rec_slow,) = ev.evaluate([slow], 256, 256, 256, stage="full")
+        (rec_fast,) = ev.evaluate([fast], Shape(256, 256, 256), stage="full")
+        (rec_slow,) = ev.evaluate([slow], Shape(256, 256, 256), stage="full")
         for mode in rec_slow.modes.values():  # the slow kernel's baselines timed 2x too long (a busy host)
             for stats in mode.baselines.values():
                 stats.median_us *= 2
@@ -328,10 +333,11 @@ class FailsOn(StandinEvaluator):
         super().__init__()
         self.shape = shape
 
-    def evaluate(self, sources, M, N, K, **kwargs):
+    def evaluate(self, sources, shape, **kwargs):
+        M, N, K = shape
         if (M, N, K) == self.shape:
             raise RuntimeError("worker prepare failed: TimingDisturbed: only 4 of 10 samples were clean")
-        return super().evaluate(sources, M, N, K, **kwargs)
+        return super().evaluate(sources, shape, **kwargs)
 
 
 def test_a_shape_whose_search_raises_ends_only_its_own_search(tmp_path):

@@ -18,6 +18,7 @@ from hgemm.evaluator.kernels.family import Family
 from standin import StandinEvaluator
 
 from hgemm.core.record import kernel_hash
+from hgemm.core.shape import Shape
 
 GPU = StandinEvaluator().gpu_info()
 
@@ -58,7 +59,7 @@ def timed(name: str, shape, **space_override) -> Timed:
 
 
 def ctx(M, N, K, **kw) -> ProposalContext:
-    return ProposalContext(M, N, K, GPU, **kw)
+    return ProposalContext(Shape(M, N, K), GPU, **kw)
 
 
 def drive(proposer, evaluator, M, N, K, rounds, n=8, archive=None):
@@ -69,7 +70,7 @@ def drive(proposer, evaluator, M, N, K, rounds, n=8, archive=None):
         if not cands:
             break
         proposed += cands
-        records = evaluator.evaluate([c.source for c in cands], M, N, K, stage="quick", modes=("offline",))
+        records = evaluator.evaluate([c.source for c in cands], Shape(M, N, K), stage="quick", modes=("offline",))
         pairs = list(zip(cands, records, strict=True))
         if archive is not None:
             for c, r in pairs:
@@ -98,7 +99,7 @@ def test_first_batch_is_valid_distinct_and_covers_every_family():
 def test_families_that_cannot_run_on_the_gpu_are_never_proposed():
     ampere = dataclasses.replace(GPU, name="NVIDIA A100-SXM4-80GB", cc="8.0", sm_count=108)
     p = TemplateProposer(seed=0)
-    cands = p.propose(ProposalContext(2048, 2048, 2048, ampere), 16)
+    cands = p.propose(ProposalContext(Shape(2048, 2048, 2048), ampere), 16)
     assert cands and all(FAMILIES[c.family].min_cc <= 8.0 for c in cands)
 
 
@@ -320,7 +321,7 @@ def test_through_the_search_loop():
     shape = (2048, 1024, 1024)
     archive = Archive()
     result = optimize(
-        *shape,
+        Shape(*shape),
         proposers=[TemplateProposer(seed=0)],
         evaluator=StandinEvaluator(),
         archive=archive,
@@ -357,9 +358,7 @@ def test_nearest_archived_shapes_seed_the_first_batch(monkeypatch):
     archive = Archive()
     retriever = Retriever(archive, gpu_sm_count=GPU.sm_count)
     done = optimize(
-        2048,
-        2048,
-        2048,
+        Shape(2048, 2048, 2048),
         proposers=[TemplateProposer(seed=1)],
         evaluator=StandinEvaluator(),
         archive=archive,
@@ -386,13 +385,13 @@ def test_a_gpu_without_history_is_seeded_from_another_gpus_winners(monkeypatch):
     monkeypatch.setenv("HGEMM_EMBEDDER", "none")
     archive = Archive()
     retriever = Retriever(archive, gpu_sm_count=GPU.sm_count)
-    optimize(2048, 2048, 2048, proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
+    optimize(Shape(2048, 2048, 2048), proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
              retriever=retriever, budget=Budget(evals=20), progress=False)
     winner = archive.best(2048, 2048, 2048, gpu=GPU.name)
     sibling = dataclasses.replace(GPU, name=GPU.name + " (sibling)")
 
     def first_batch(proposer):
-        cands = proposer.propose(ProposalContext(2048, 2048, 2048, sibling, archive=archive, retriever=retriever), 8)
+        cands = proposer.propose(ProposalContext(Shape(2048, 2048, 2048), sibling, archive=archive, retriever=retriever), 8)
         return [c for c in cands if c.note.startswith("retrieved")]
 
     seeded = first_batch(TemplateProposer(seed=1))
@@ -400,18 +399,18 @@ def test_a_gpu_without_history_is_seeded_from_another_gpus_winners(monkeypatch):
     assert first_batch(TemplateProposer(seed=1, other_gpus=False)) == []
     # the sibling's own history of other shapes does not hide another GPU's winner of a nearer shape
     own = StandinEvaluator(gpu=sibling)
-    optimize(1024, 1024, 1024, proposers=[TemplateProposer(seed=2)], evaluator=own, archive=archive,
+    optimize(Shape(1024, 1024, 1024), proposers=[TemplateProposer(seed=2)], evaluator=own, archive=archive,
              retriever=retriever, budget=Budget(evals=6), progress=False)
     retriever.sync()
 
     def hits():
-        c = ProposalContext(2048, 2048, 2048, sibling, archive=archive, retriever=retriever)
+        c = ProposalContext(Shape(2048, 2048, 2048), sibling, archive=archive, retriever=retriever)
         return [(h["M"], h["gpu"]) for h in TemplateProposer(seed=1)._retrieve(c)]
 
     assert hits()[:2] == [(2048, GPU.name), (1024, sibling.name)]
     assert first_batch(TemplateProposer(seed=1))[0].params == winner["params"]
     # once the sibling has measured the shape itself, its own winner comes first, the other GPU's next
-    optimize(2048, 2048, 2048, proposers=[TemplateProposer(seed=3)], evaluator=own, archive=archive,
+    optimize(Shape(2048, 2048, 2048), proposers=[TemplateProposer(seed=3)], evaluator=own, archive=archive,
              retriever=retriever, budget=Budget(evals=6), progress=False)
     retriever.sync()
     assert hits()[:3] == [(2048, sibling.name), (2048, GPU.name), (1024, sibling.name)]
@@ -427,15 +426,15 @@ def test_the_nearest_shapes_winner_leads_the_first_batch(monkeypatch):
     archive = Archive()
     retriever = Retriever(archive, gpu_sm_count=GPU.sm_count)
     for shape in [(4096, 4096, 4096), (1024, 1024, 256), (256, 256, 8192), (64, 8192, 64)]:
-        optimize(*shape, proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
+        optimize(Shape(*shape), proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
                  retriever=retriever, budget=Budget(evals=10), progress=False)
     retriever.sync()
-    nearest = retriever.similar_shapes(4096, 4096, 8192, gpu=GPU.name, k=5)[0]
+    nearest = retriever.similar_shapes(Shape(4096, 4096, 8192), gpu=GPU.name, k=5)[0]
     assert (nearest["M"], nearest["N"], nearest["K"]) == (4096, 4096, 4096)
     cands = TemplateProposer(seed=1).propose(ctx(4096, 4096, 8192, archive=archive, retriever=retriever), 8)
     assert cands[0].note.startswith("retrieved") and cands[0].params == nearest["params"]
     # then the model's favourite of the other retrieved winners (those that differ from the nearest one)
-    distinct = {tuple(sorted(h["params"].items())) for h in retriever.similar_shapes(4096, 4096, 8192, gpu=GPU.name, k=5)}
+    distinct = {tuple(sorted(h["params"].items())) for h in retriever.similar_shapes(Shape(4096, 4096, 8192), gpu=GPU.name, k=5)}
     assert sum(c.note.startswith("retrieved") for c in cands[:2]) == min(2, len(distinct))
     archive.close()
 
@@ -451,16 +450,16 @@ def test_a_resumed_search_still_tries_another_gpus_winner_first(monkeypatch):
     archive = Archive()
     retriever = Retriever(archive, gpu_sm_count=GPU.sm_count)
     shape = (4096, 1024, 2048)
-    optimize(*shape, proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
+    optimize(Shape(*shape), proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
              retriever=retriever, budget=Budget(evals=24), progress=False)
     winner = archive.best(*shape, gpu=GPU.name)
     sibling = dataclasses.replace(GPU, name=GPU.name + " (sibling)")
-    optimize(*shape, proposers=[TemplateProposer(seed=1, other_gpus=False)], evaluator=StandinEvaluator(gpu=sibling),
+    optimize(Shape(*shape), proposers=[TemplateProposer(seed=1, other_gpus=False)], evaluator=StandinEvaluator(gpu=sibling),
              archive=archive, retriever=retriever, budget=Budget(evals=3), progress=False)
     tried = [row["params"] for row in archive.attempts(*shape, gpu=sibling.name)]
     assert tried and winner["params"] not in tried
     retriever.sync()
-    c = ProposalContext(*shape, sibling, archive=archive, retriever=retriever)
+    c = ProposalContext(Shape(*shape), sibling, archive=archive, retriever=retriever)
     first = TemplateProposer(seed=1).propose(c, 8)[0]
     assert first.note.startswith("retrieved") and first.params == winner["params"]
     archive.close()

@@ -46,11 +46,11 @@ def _neighbours_from_archive(ctx: ProposalContext) -> list[int]:
 def _neighbours_from_index(ctx: ProposalContext, limit: int) -> list[int]:
     """Record ids of the best kernels on the nearest shapes and of attempts near this shape (with NCU)."""
     ids = []
-    for hit in ctx.retriever.similar_shapes(ctx.M, ctx.N, ctx.K, ctx.gpu.name, NEIGHBOUR_SHAPES + 1):
+    for hit in ctx.retriever.similar_shapes(ctx.shape, ctx.gpu.name, NEIGHBOUR_SHAPES + 1):
         best = ctx.archive.best(hit["M"], hit["N"], hit["K"], gpu=ctx.gpu.name, mode="offline")
         if best is not None:
             ids.append(int(best["record_id"]))
-    ids.extend(int(row["id"]) for row in ctx.retriever.history(ctx.M, ctx.N, ctx.K, ctx.gpu.name, limit))
+    ids.extend(int(row["id"]) for row in ctx.retriever.history(ctx.shape, ctx.gpu.name, limit))
     return ids
 
 

@@ -61,8 +61,3 @@ class Shape:
     def flops(self) -> int:
         """2·M·N·K: the multiply-adds of the product, counted as two operations each."""
         return 2 * self.M * self.N * self.K
-
-
-def validate_shape(M: int, N: int, K: int) -> tuple[int, int, int]:
-    """(M, N, K) when they form a valid Shape; BadInput with the reason otherwise."""
-    return tuple(Shape(M, N, K))
