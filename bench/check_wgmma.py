@@ -5,7 +5,7 @@ each on every shape it supports, prints a compact table and writes JSON to --out
 generated set of tile / consumer / split-K / cluster variants (`sweep_configs`); `--configs a,b` keeps only the
 named ones.
 
-Usage: python -m hgemm.bench.check_wgmma [--raw] [--sweep] [--configs simple,tma_epi] [--sk-nowave]
+Usage: python -m hgemm.bench.check_wgmma [--raw] [--sweep] [--configs simple,tma_epi]
        [--shapes 1024x1024x1024,...] [--out bench/results/wgmma.json]
 
 - Two back ends: the project's `LocalEvaluator` (stage "quick": correctness suite, then offline timing against
@@ -13,8 +13,7 @@ Usage: python -m hgemm.bench.check_wgmma [--raw] [--sweep] [--configs simple,tma
   reference and the cuBLAS timing) that holds no kernel code of its own, only loads the rendered family source.
 - Every configuration passes the family's `check` before it is compiled; one the shape does not support is
   reported as "skip" with the reason, never dropped.
-- A configuration name's suffix may turn on a template switch that is not a family parameter
-  (`SUFFIX_DEFINES`); the rest render exactly as the search renders them.
+- Every configuration renders exactly as the search renders it (the template has no switches of its own).
 - The evaluator back end rewrites --out after every shape, so a run cut off keeps its rows. Exit status 1 when
   any configuration failed (neither "ok" nor "skip"). Meant to finish in under 4 minutes on one H100.
 """
@@ -104,20 +103,6 @@ CONFIGS: dict[str, dict] = {
     "m192_wide_cl2": {**_BASE, "bm": 192, "bn": 192, "consumers": 3, "stages": 3, "cluster_m": 2},
     "m192_n64": {**_BASE, "bm": 192, "bn": 64, "consumers": 3, "stages": 6},
 }  # fmt: skip
-# Clustered configurations again with template switches (SUFFIX_DEFINES): how a 2x1 cluster shares Bt (the
-# template multicasts halves; none; whole tiles by turns) and the cluster barriers before 0.7.
-CONFIGS.update(
-    {
-        f"{name}{suffix}": dict(CONFIGS[name])
-        for name, suffixes in {
-            "m64n64_s8_cl2": ("_nomc", "_mcwhole", "_fullsync"),
-            "one_consumer_cl2": ("_nomc", "_mcwhole", "_fullsync"),
-            "wide_pp_cl2": ("_nomc", "_mcwhole", "_fullsync"),
-            "cluster_256_panels": ("_fullsync",),
-        }.items()
-        for suffix in suffixes
-    }
-)
 SMS = 132
 
 
@@ -208,18 +193,14 @@ def configs_for(
     shape: tuple[int, int, int],
     names: list[str] | None = None,
     sweep: bool = False,
-    nowave: bool = False,
 ) -> list[tuple[str, dict | None, str | None]]:
-    """(name, params, skip reason) for each named config (or those in `names`), the shape's default,
-    with `sweep` the generated variants, and with `nowave` a `_nowave` twin of each stream-K one."""
+    """(name, params, skip reason) for each named config (or those in `names`), the shape's default, and with
+    `sweep` the generated variants."""
     out = []
     default = FAMILY.default_params(*shape)
     named = [(n, p) for n, p in CONFIGS.items() if names is None or n in names]
     extra = list(sweep_configs(shape).items()) if sweep else []
-    nopdl = [("default_nopdl", default)] if default is not None and default.get("split_k", 1) > 1 else []
-    listed = [*named, ("default", default), *nopdl, *extra]
-    twins = [(f"{n}_nowave", p) for n, p in listed if nowave and p is not None and p.get("stream_k")]
-    for name, params in [*listed, *twins]:
+    for name, params in [*named, ("default", default), *extra]:
         if params is None:
             out.append((name, None, "no valid default for this shape"))
         else:
@@ -227,26 +208,9 @@ def configs_for(
     return out
 
 
-# Template switches (not family parameters) that a configuration name's suffix turns on, to measure what
-# they buy: the split-K reduction without programmatic dependent launch; stream-K on the last partial wave
-# only; a 2x1 cluster loading Bt without multicast, or multicasting whole Bt tiles by turns; release/acquire
-# cluster barriers at start and exit (not a relaxed start and the producer tail).
-SUFFIX_DEFINES = {
-    "_nopdl": "HG_PDL 0",
-    "_nowave": "HG_SK_WAVE 0",
-    "_nomc": "HG_B_MULTICAST 0",
-    "_mcwhole": "HG_B_MULTICAST 2",
-    "_fullsync": "HG_FULL_CLUSTER_SYNC 1",
-}
-
-
 def source_for(name: str, params: dict) -> str:
-    """Rendered kernel, with the template switch its name's suffix asks for (`SUFFIX_DEFINES`)."""
-    source = FAMILY.render(params)
-    for suffix, define in SUFFIX_DEFINES.items():
-        if name.endswith(suffix):
-            return f"#define {define}\n" + source
-    return source
+    """The rendered kernel of a configuration."""
+    return FAMILY.render(params)
 
 
 def tflops(shape: tuple[int, int, int], us: float | None) -> float | None:
@@ -258,7 +222,7 @@ def tflops(shape: tuple[int, int, int], us: float | None) -> float | None:
 # Evaluator back end
 # ---------------------------------------------------------------------------------------------
 def run_evaluator(
-    shapes, names=None, sweep=False, meta=None, out: Path | None = None, nowave=False
+    shapes, names=None, sweep=False, meta=None, out: Path | None = None
 ) -> list[dict]:
     """Evaluate on the GPU; with `out`, rewrite the JSON after every shape (a cut-off run keeps its rows)."""
     from hgemm.evaluator.local import LocalEvaluator
@@ -271,7 +235,7 @@ def run_evaluator(
         for shape in shapes:
             todo = []
             seen: set[str] = set()
-            for name, params, reason in configs_for(shape, names, sweep, nowave):
+            for name, params, reason in configs_for(shape, names, sweep):
                 source = source_for(name, params) if params is not None and not reason else None
                 if source is not None and source in seen:
                     continue  # the same kernel under another name
@@ -452,8 +416,6 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep", action="store_true", help="add generated tile/split-K/cluster variants per shape"
     )
     ap.add_argument("--configs", default=None, help="comma-separated named configs to keep (default: all)")
-    ap.add_argument("--sk-nowave", action="store_true",
-                    help="add a twin of each stream-K config that cuts only the last partial wave")
     ap.add_argument(
         "--quiet-skips", action="store_true", help="leave skipped configurations out of the table"
     )
@@ -465,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.raw:
         rows = run_raw(shapes, names, args.sweep)
     else:
-        rows = run_evaluator(shapes, names, args.sweep, meta, Path(args.out), args.sk_nowave)
+        rows = run_evaluator(shapes, names, args.sweep, meta, Path(args.out))
     print_table([r for r in rows if not (args.quiet_skips and r["status"] == "skip")])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

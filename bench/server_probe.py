@@ -13,12 +13,11 @@ This probe replaces the flush to separate those costs (`--variants`, default all
 - offline: for reference, back-to-back launches in one graph (`evaluator.timing.time_offline`).
 
 Usage: python -m hgemm.bench.server_probe REPORT.json ARCHIVE.jsonl.xz --shapes 12288x1024x512,...
-       [--also '{"cluster_m": 1}'] [--define HG_NAME=VALUE] [--floors] [--variants offline,dirty]
+       [--also '{"cluster_m": 1}'] [--floors] [--variants offline,dirty]
        [--samples 30] [--out bench/results/server-probe.json]
 
 - Each shape's kernel is the report's, re-rendered from its family and parameters (found in the archive
-  export) with today's template; `--also` adds configurations of the same family, `--define` the report
-  kernel built with a template switch (a `#define`, not a family parameter).
+  export) with today's template; `--also` adds configurations of the same family.
 - `--floors` adds two non-GEMM contenders under the kernel contract (`floor_kernels.cu`, package data):
   `floor_empty`, an empty launch, and `floor_touch`, which reads A and Bt and writes C once with no math.
 - Every GEMM kernel is checked against torch.mm once before timing; a wrong or failed one is reported and
@@ -74,9 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--also", action="append", default=[], help="JSON parameter overrides: one more kernel each"
     )
-    ap.add_argument(
-        "--define", action="append", default=[], help="NAME=VALUE: the report kernel with this switch, one more kernel each"
-    )
     ap.add_argument("--floors", action="store_true", help="also time floor_empty and floor_touch (floor_kernels.cu)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"some of {','.join(VARIANTS)}")
     ap.add_argument("--samples", type=int, default=30)
@@ -96,9 +92,6 @@ def main(argv: list[str] | None = None) -> int:
         overrides = [json.loads(a) for a in args.also]
     except json.JSONDecodeError as e:
         ap.error(f"--also: not JSON ({e})")
-    defines = [d.split("=", 1) for d in args.define]
-    if any(len(d) != 2 or not d[0].startswith("HG_") or not d[1].strip() for d in defines):
-        ap.error(f"--define: expected HG_NAME=VALUE, got {args.define}")
     rows = {(r["M"], r["N"], r["K"]): r for r in json.loads(args.report.read_text())["rows"]}
     missing = [s for s in shapes if not rows.get(s, {}).get("kernel")]
     if missing:
@@ -130,8 +123,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{s} also{i}: {why}; skipped", file=sys.stderr)
                 continue
             plan.append((s, "ours" if not extra else f"also{i}", family.render(q)))
-        for i, (name, value) in enumerate(defines, 1):
-            plan.append((s, f"define{i}", f"#define {name} {value}\n" + family.render(p)))
         if args.floors:
             floor_src = FLOOR_SOURCE.read_text()
             plan += [(s, f"floor_{kind}", f"#define HG_FLOOR {i}\n{floor_src}") for i, kind in enumerate(("empty", "touch"))]
@@ -200,14 +191,12 @@ def main(argv: list[str] | None = None) -> int:
 
     for i, extra in enumerate(overrides, 1):
         print(f"also{i} = {json.dumps(extra)}")
-    for i, d in enumerate(args.define, 1):
-        print(f"define{i} = {d}")
     print(f"{'shape':>17} {'variant':>6} {'ours':>8} {'best base':>9} {'ratio':>6}  others")
     for row in out["rows"]:
         for v in variants:
             t = row["variants"][v]
             b = min((t[n], n) for n in BASELINES if n in t)
-            extra = " ".join(f"{k}={t[k]:.2f}" for k in t if k.startswith(("also", "define", "floor")))
+            extra = " ".join(f"{k}={t[k]:.2f}" for k in t if k.startswith(("also", "floor")))
             ours = t.get("ours", float("nan"))
             print(
                 f"{row['M']:>5}x{row['N']}x{row['K']:<5} {v:>6} {ours:8.2f} {b[0]:9.2f} {b[0] / ours:6.3f}  "

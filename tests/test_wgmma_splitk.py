@@ -40,9 +40,9 @@ def test_split_k_config_is_valid_for_a_skinny_k_heavy_shape():
 @pytest.mark.parametrize(
     ("change", "shape", "needle"),
     [
-        ({"epilogue": 1}, (1024, 128, 16384), "needs epilogue=0"),
-        ({"split_k": 16}, (1024, 128, 512), "fewer than split_k=16"),
-        ({"split_k": 64, "bm": 128, "consumers": 2, "stages": 6}, (4096, 4096, 8192), "workspace is 64 MiB"),
+        ({"epilogue": 1}, (1024, 128, 16384), "epilogue=0"),
+        ({"split_k": 16}, (1024, 128, 512), "split_k 16: fewer k-blocks than split_k"),
+        ({"split_k": 64, "bm": 128, "consumers": 2, "stages": 6}, (4096, 4096, 8192), "exceed the 64 MiB workspace"),
         ({"split_k": 5}, (1024, 128, 16384), "split_k=5 not in"),
     ],
 )
@@ -51,11 +51,13 @@ def test_split_k_rejections(change, shape, needle):
     assert reason is not None and needle in reason
 
 
-def test_params_without_split_k_still_check_and_render_as_before():
+def test_params_without_split_k_still_check_and_render():
+    """A configuration archived before split_k existed takes split_k=1 (OPTIONAL), in check and in render."""
     old = {k: v for k, v in SPLIT.items() if k != "split_k"} | {"epilogue": 1, "stages": 6}
     assert FAMILY.check(old, 1024, 1024, 1024, H200) is None
     source = FAMILY.render(old)
-    assert source.count("#define HG_SPLIT_K") == 1 and "#ifndef HG_SPLIT_K\n#define HG_SPLIT_K 1\n" in source
+    assert source.count("#define HG_SPLIT_K") == 1 and "#define HG_SPLIT_K 1\n" in source
+    assert source == FAMILY.render({**old, "split_k": 1})
 
 
 def test_split_k_needs_no_c_staging_memory():

@@ -1,34 +1,12 @@
-"""Family "wgmma": Hopper (sm_90a) TMA + wgmma warp-specialised HGEMM kernels.
+"""Family "wgmma": Hopper (sm_90a) TMA + wgmma warp-specialised HGEMM kernels (template wgmma_ws.cu).
 
-One producer warpgroup streams A/Bt tiles with TMA into a `stages`-deep shared-memory ring
-(mbarrier full/empty pairs); `consumers` warpgroups run `wgmma.mma_async` into fp32 registers;
-`setmaxnreg` shifts registers to the consumers. Optional: persistent CTAs over a grouped raster
-(`persistent`, `group_m`), a TMA-store epilogue through swizzled shared memory (`epilogue`), and
-2x1 clusters sharing Bt tiles through TMA multicast (`cluster_m`), and ping-pong consumers that take
-alternate whole tiles instead of splitting each tile's rows (`pingpong`), and split-K (`split_k` > 1:
-each (tile, K slice) unit writes an fp32 partial to the workspace, a second kernel sums them into C;
-with `split_dsmem` the slices of a tile run as one cluster and sum their partials through
-distributed shared memory instead: one launch, no workspace), and stream-K (`stream_k`: the tiles of
-the last partial wave, plus one full wave, are cut into equal k-block ranges, one per persistent CTA;
-the CTA holding a tile's first k-block adds the others' fp32 partials, handed over through the
-workspace with release/acquire flags, and writes C).
-
-Invariants: `render` returns one self-contained `.cu` (the `#define`s, then the template with `wgmma_ptx.cuh`
-inlined, no local `#include "..."` left). `check` accepts only what the template static_asserts and the device
-allows: M % (bm*cluster_m) == 0 and N % bn == 0, or M % 64 == 0 and N % 64 == 0 with the TMA-store epilogue
-and no split-K or stream-K (`tails`: the last tile row and column read TMA's zero fill past M and N and store
-only the C boxes that start inside; bn=160 and 192 and bm=192 rely on it), K % 64 == 0, 64 or 128 tile rows
-per consumer warpgroup (bm=192 is three consumers of 64 rows), at most 128 accumulators per consumer thread
-(192 with pingpong, whose consumer holds a whole tile of up to 128 x 192; 96 with three consumers, which get
-160 registers each), K / 64 >= split_k, split_k * M * N * 4 bytes <= the 64 MiB workspace, epilogue=0 with
-split_k > 1 (partials bypass the TMA-store staging), shared memory within the GPU's opt-in limit (227 KiB on
-H100), compute capability 9.x. split_dsmem=1 needs 2 <= split_k <= 8 (a portable cluster), persistent=0,
-cluster_m=1, pingpong=0, at most two consumers. epi_panels=2 (stage C one panel at a time through a two-panel
-ring, so a deeper operand ring fits) needs epilogue=1 and split_k=1. C panels are 64 columns, 32 when bn=32 or
-160 (`c_panel`). `shared_bytes` is the exact dynamic shared memory the kernel requests. A parameter set
-without `split_k`, `split_dsmem`, `epi_panels` or `stream_k` (archived before they existed) means 1 / 0 / 0 /
-0, which renders the same kernel as before. stream_k=1 needs persistent=1, split_k=1, pingpong=0, at most two
-consumers.
+- The family's rules and resource formulas (which parameter sets and shapes are valid, rows per consumer,
+  C panels, shared memory, tails) are written once, in wgmma_rules.cuh: the kernel includes it, and
+  `check`, `shared_bytes`, `tails` and friends read it through its host build (evaluator/kernels/rules.py).
+- `render` returns one self-contained `.cu` with every parameter defined (parameters added after a
+  configuration was archived take the values in OPTIONAL) and the included headers inlined.
+- This module holds what only the search needs: the declared space, the default choice per shape, the
+  companion moves of `repair`, and the analytic model's fitted time factors.
 """
 
 from __future__ import annotations
@@ -36,11 +14,12 @@ from __future__ import annotations
 import math
 import re
 
+from hgemm.evaluator.kernels import rules
 from hgemm.evaluator.kernels.family import Family, Params, kernel_file
 
 from hgemm.core.record import GpuInfo
 
-BK = 64
+BK = rules.bk()  # k per ring stage, from the rules header
 HOPPER_SMEM_OPTIN = 232448  # 227 KiB: H100/H200 opt-in shared memory per block
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
@@ -60,10 +39,6 @@ SPACE: dict[str, tuple] = {
     "stream_k": (0, 1),
 }
 OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0}  # parameters added later: absent means this value
-WORKSPACE_BYTES = 64 << 20  # the contract's minimum workspace
-MAX_ACC = 128  # fp32 accumulators per consumer thread (a cooperative consumer shares its tile's rows)
-MAX_ACC_PINGPONG = 192  # a ping-pong consumer holds its whole tile, up to 128 x 192
-MAX_ACC_THREE = 96  # three consumers get 160 registers each (setmaxnreg), so at most 64 x 192 each
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
 # relative to 128x256 with a 2x1 cluster (H200, experiments/NOTES.md).
 TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
@@ -117,31 +92,24 @@ def time_features(params: Params) -> list[float]:
     ]
 
 
-def c_panel(bn: int) -> int:
-    """Columns per C panel, one TMA store box (mirrors C_PANEL in the template)."""
-    return 64 if bn % 64 == 0 else 32
+def c_panel(params: Params) -> int:
+    """Columns per C panel, one TMA store box."""
+    return rules.c_panel({**OPTIONAL, **params})
 
 
 def shared_bytes(params: Params) -> int:
-    """Dynamic shared memory the kernel requests for `params` (mirrors SMEM_BYTES in the template)."""
-    bm, bn, stages = params["bm"], params["bn"], params["stages"]
-    ring = stages * (bm * BK * 2 + bn * BK * 2)
-    split = params.get("split_k", 1)
-    cols = c_panel(bn) * params["epi_panels"] if params.get("epi_panels", 0) else bn  # staged C columns per consumer
-    c_stage = params["consumers"] * wg_rows(params) * cols * 2 if params["epilogue"] and split == 1 else 0
-    parked = bm * (bn + 8) * 4 if params.get("split_dsmem", 0) and split > 1 else 0  # reuses the ring
-    return max(ring + c_stage, parked) + (2 * stages + 2) * 8 + 1024
+    """Dynamic shared memory the kernel requests for `params`."""
+    return rules.smem_bytes({**OPTIONAL, **params})
 
 
 def tails(params: Params) -> bool:
-    """Whether the kernel may take M and N that its tile does not divide (mirrors TAILS in the template)."""
-    p = {**OPTIONAL, **params}
-    return bool(p["epilogue"]) and p["split_k"] == 1 and not p["stream_k"]
+    """Whether the kernel may take M and N that its tile does not divide."""
+    return rules.tails({**OPTIONAL, **params})
 
 
 def wg_rows(params: Params) -> int:
     """Tile rows one consumer warpgroup computes: all of them in ping-pong, a share otherwise."""
-    return params["bm"] if params["pingpong"] else params["bm"] // params["consumers"]
+    return rules.wg_rows({**OPTIONAL, **params})
 
 
 def inline_includes(text: str, seen: set[str] | None = None) -> str:
@@ -165,41 +133,13 @@ class WgmmaFamily(Family):
         reason = super().check(params, M, N, K, gpu)
         if reason:
             return reason
-        bm, bn, cluster_m, split = params["bm"], params["bn"], params["cluster_m"], params["split_k"]
-        if params["split_dsmem"]:
-            if not 2 <= split <= 8:
-                return f"{self.name}: split_dsmem needs 2 <= split_k <= 8 (one portable cluster), got {split}"
-            if params["persistent"] or cluster_m != 1 or params["pingpong"] or params["consumers"] > 2:
-                return (f"{self.name}: split_dsmem runs one CTA per (tile, slice): needs persistent=0, cluster_m=1, "
-                        "pingpong=0, consumers <= 2")
-        elif split > 1 and split * M * N * 4 > WORKSPACE_BYTES:
-            return (
-                f"{self.name}: split_k={split} partials need {split * M * N * 4} bytes, workspace is 64 MiB"
-            )
-        if split > 1 and params["epilogue"]:
-            return f"{self.name}: split_k={split} writes fp32 partials directly; needs epilogue=0"
-        if split > 1 and K // BK < split:
-            return f"{self.name}: K={K} has {K // BK} k-blocks, fewer than split_k={split}"
-        if params["epi_panels"] and (not params["epilogue"] or split > 1):
-            return f"{self.name}: epi_panels stages C panels for the TMA store: needs epilogue=1, split_k=1"
-        if params["stream_k"] and (not params["persistent"] or split > 1 or params["pingpong"] or params["consumers"] > 2):
-            return (f"{self.name}: stream_k cuts k-block ranges for persistent CTAs: needs persistent=1, split_k=1, "
-                    "pingpong=0, consumers <= 2")
-        if params["pingpong"] and params["consumers"] != 2:
-            return f"{self.name}: pingpong needs consumers=2"
-        rows = wg_rows(params)
-        if rows not in (64, 128):
-            return f"{self.name}: {rows} tile rows per consumer warpgroup, must be 64 or 128"
-        most = MAX_ACC_PINGPONG if params["pingpong"] else MAX_ACC_THREE if params["consumers"] == 3 else MAX_ACC
-        if (rows // 64) * bn // 2 > most:
-            return f"{self.name}: {(rows // 64) * bn // 2} accumulator registers per thread (max {most})"
-        if M <= 0 or N <= 0 or K <= 0:
-            return f"{self.name}: empty shape {M}x{N}x{K}"
-        if (M % (bm * cluster_m) or N % bn) and not (tails(params) and M % 64 == 0 and N % 64 == 0):
-            return (f"{self.name}: {M}x{N} not a multiple of the tile {bm * cluster_m}x{bn} (a partial last tile "
-                    "needs M % 64 == 0, N % 64 == 0, epilogue=1, split_k=1, stream_k=0)")
-        if K % BK:
-            return f"{self.name}: K={K} not a multiple of {BK}"
+        why = rules.violation(params)
+        if why:
+            return f"{self.name}: {why}"
+        why = rules.shape_violation(params, M, N, K)
+        if why:
+            tile = f"{params['bm'] * params['cluster_m']}x{params['bn']}"
+            return f"{self.name}: {M}x{N}x{K}, tile {tile}, split_k {params['split_k']}: {why}"
         limit = (
             gpu.smem_per_block_optin if gpu is not None and gpu.smem_per_block_optin else HOPPER_SMEM_OPTIN
         )
@@ -253,10 +193,7 @@ class WgmmaFamily(Family):
         return p
 
     def render(self, params: Params) -> str:
-        # split_dsmem=0, epi_panels=0 and stream_k=0 are the template's defaults: leaving them out keeps older
-        # kernels' sources (and hashes).
-        params = {k: v for k, v in params.items() if not (k in ("split_dsmem", "epi_panels", "stream_k") and not v)}
-        return inline_includes(super().render(params))
+        return inline_includes(super().render({**OPTIONAL, **params}))
 
     def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params | None:
         """The measured-best configuration class for the shape (H200 sweeps, experiments/NOTES.md), or None

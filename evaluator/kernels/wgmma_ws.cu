@@ -1,173 +1,88 @@
 // hgemm family "wgmma": Hopper TMA + wgmma warp-specialised HGEMM (fp16 in, fp32 accumulate, fp16 out).
 //
 // One producer warpgroup (one elected thread) streams A and Bt tiles with TMA into a STAGES-deep
-// shared-memory ring guarded by "full"/"empty" mbarriers; CONSUMERS warpgroups issue
-// wgmma.mma_async from that ring into fp32 register accumulators: BM/CONSUMERS rows of every tile
-// each (cooperative), or alternate whole tiles (HG_PINGPONG, so one consumer's epilogue overlaps
-// the other's math). setmaxnreg moves registers from the producer to the consumers. The kernel is
-// persistent when HG_PERSISTENT (grid = #SMs, static stride over tiles in grouped raster order of
-// HG_GROUP_M tile rows), one tile per CTA otherwise. With HG_CLUSTER_M == 2 two CTAs stacked along M
-// form a cluster and share each Bt tile through TMA multicast (each loads half). The epilogue
-// writes fp16 straight from registers (HG_EPILOGUE 0) or with stmatrix into swizzled shared memory
-// and TMA stores of C panels (HG_EPILOGUE 1; 64-column panels, 128-byte swizzle, or 32-column
-// panels, 64-byte swizzle, when BN = 32 or 160): the whole tile at once, or with HG_EPI_PANELS = 2 one
-// panel at a time through a two-panel ring per consumer (less shared memory, so a deeper ring).
-// With HG_SPLIT_K > 1 every (tile, K-slice) pair is a work unit: the unit's fp32
-// partial tile goes straight from registers to the workspace (slice-major SPLIT_K x M x N floats)
-// and a second kernel sums the slices into C (launched with programmatic dependent launch when
-// HG_PDL, so its launch overlaps the main kernel's tail). With HG_SPLIT_DSMEM the SPLIT_K slices
-// of a tile run as one cluster instead: each CTA parks its fp32 partial in its own shared memory,
-// and after a cluster barrier CTA r sums the r-th share of the tile over all
-// peers through distributed shared memory and writes fp16 C (one launch, no workspace). With
-// HG_STREAM_K (persistent, cooperative) the tiles that would fill the last wave only partly, plus one
-// full wave, are cut into equal k-block ranges, one per CTA (Schedule): a CTA whose range starts
-// inside a tile parks that tile's fp32 partial in its workspace slot and raises a flag; the CTA
-// holding the tile's first k-block waits for the flags of the CTAs after it, adds their partials
-// and writes C. All CTAs are resident at once (grid = resident slots), so the waits end. HG_SK_WAVE 0
-// (an experiment switch, not a family parameter) gives stream-K only the last partial wave.
+// shared-memory ring guarded by "full"/"empty" mbarriers; CONSUMERS warpgroups issue wgmma.mma_async from
+// that ring into fp32 register accumulators: BM/CONSUMERS rows of every tile each (cooperative), or
+// alternate whole tiles (HG_PINGPONG, so one consumer's epilogue overlaps the other's math). setmaxnreg
+// moves registers from the producer to the consumers. Persistent CTAs (HG_PERSISTENT) walk the tiles in
+// grouped raster order of HG_GROUP_M tile rows; with HG_CLUSTER_M == 2 two CTAs stacked along M share
+// each Bt tile through TMA multicast. The epilogue writes fp16 from registers (HG_EPILOGUE 0) or with
+// stmatrix into swizzled shared memory and TMA stores of C panels (HG_EPILOGUE 1; the whole tile, or
+// with HG_EPI_PANELS = 2 one panel at a time through a two-panel ring). HG_SPLIT_K > 1 makes every
+// (tile, K slice) a work unit whose fp32 partial goes to the workspace, summed into C by a second kernel
+// launched as a programmatic dependent launch; with HG_SPLIT_DSMEM a tile's slices run as one cluster
+// and sum through distributed shared memory instead. HG_STREAM_K cuts the tiles of the last partial
+// wave, plus one full wave, into equal k-block ranges, one per persistent CTA, handed over through the
+// workspace with release/acquire flags.
 //
-// Invariants: A is M x K row-major and Bt is N x K row-major (both K-major); BK = 64 so each tile
-// row is exactly one 128-byte swizzle row; hgemm_supports requires M % (BM*CLUSTER_M) == 0 and
-// N % BN == 0, or with TAILS M % 64 == 0 and N % 64 == 0 (the last tile row and column read zeros
-// past M and N, TMA's out-of-bounds fill; TMA clips their C stores, and a C box that starts past M or N
-// is not issued), K % 64 == 0,
-// K / 64 >= SPLIT_K (no empty slice: every partial is written in full, so the garbage workspace
-// never reaches C), SPLIT_K * M * N * 4 bytes of workspace (none with
-// HG_SPLIT_DSMEM, which also needs SPLIT_K <= 8, one CTA per work unit and no multicast) and a
-// compute capability 9.x device; HG_STREAM_K needs grid * BM*BN*4 bytes of workspace and a grid of
-// at most SK_MAX_CTAS. Slice s covers k-blocks [s*KB/SPLIT_K, (s+1)*KB/SPLIT_K). Device code exists only for
-// sm_90a; other targets compile an empty kernel and the host refuses to launch it.
+// Invariants:
+// - Every rule on the parameters and on the shapes, and every resource formula the search also needs
+//   (rows per consumer, C panels, shared memory, tails), is in wgmma_rules.cuh and nowhere else.
+// - A is M x K and Bt is N x K, both K-major; BK = 64, so a tile row is one 128-byte swizzle row.
+// - Slice s covers k-blocks [s*KB/SPLIT_K, (s+1)*KB/SPLIT_K); every partial is written in full, so the
+//   garbage workspace never reaches C.
+// - Device code exists only for sm_90a; other targets compile an empty kernel the host refuses to launch.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#ifndef HG_BM
-#define HG_BM 128
-#endif
-#ifndef HG_BN
-#define HG_BN 256
-#endif
-#ifndef HG_STAGES
-#define HG_STAGES 4
-#endif
-#ifndef HG_CONSUMERS
-#define HG_CONSUMERS 2
-#endif
-#ifndef HG_GROUP_M
-#define HG_GROUP_M 8
-#endif
-#ifndef HG_PERSISTENT
-#define HG_PERSISTENT 1
-#endif
-#ifndef HG_EPILOGUE
-#define HG_EPILOGUE 1
-#endif
-#ifndef HG_CLUSTER_M
-#define HG_CLUSTER_M 1
-#endif
-#ifndef HG_PINGPONG
-#define HG_PINGPONG 0
-#endif
-#ifndef HG_SPLIT_K
-#define HG_SPLIT_K 1
-#endif
-#ifndef HG_PDL
-#define HG_PDL 1
-#endif
-#ifndef HG_SPLIT_DSMEM
-#define HG_SPLIT_DSMEM 0
-#endif
-#ifndef HG_EPI_PANELS
-#define HG_EPI_PANELS 0
-#endif
-#ifndef HG_STREAM_K
-#define HG_STREAM_K 0
-#endif
-#ifndef HG_SK_WAVE
-#define HG_SK_WAVE 1
-#endif
-#ifndef HG_B_MULTICAST
-#define HG_B_MULTICAST 1
-#endif
-#ifndef HG_FULL_CLUSTER_SYNC
-// Experiment switch: 1 brackets a clustered CTA with release/acquire cluster barriers at start and exit (the
-// template before 0.7) instead of a relaxed start barrier and the producer tail.
-#define HG_FULL_CLUSTER_SYNC 0
+// Every parameter comes from the family's render (hgemm.evaluator.kernels): defaults live there only.
+#if !defined(HG_BM) || !defined(HG_BN) || !defined(HG_STAGES) || !defined(HG_CONSUMERS) || !defined(HG_GROUP_M) || \
+    !defined(HG_PERSISTENT) || !defined(HG_EPILOGUE) || !defined(HG_CLUSTER_M) || !defined(HG_PINGPONG) ||          \
+    !defined(HG_SPLIT_K) || !defined(HG_SPLIT_DSMEM) || !defined(HG_EPI_PANELS) || !defined(HG_STREAM_K)
+#error "wgmma: every HG_ parameter must be defined (render the family)"
 #endif
 
+#include "wgmma_rules.cuh"
 #include "wgmma_ptx.cuh"
 
 namespace hgw_cfg {
-constexpr int BM = HG_BM;
-constexpr int BN = HG_BN;
-constexpr int BK = 64;
-constexpr int STAGES = HG_STAGES;
-constexpr int CONSUMERS = HG_CONSUMERS;
+constexpr wgmma_rules::Params P{HG_BM,      HG_BN,       HG_STAGES,   HG_CONSUMERS,   HG_GROUP_M,
+                                HG_PERSISTENT, HG_EPILOGUE, HG_CLUSTER_M, HG_PINGPONG,  HG_SPLIT_K,
+                                HG_SPLIT_DSMEM, HG_EPI_PANELS, HG_STREAM_K};
+static_assert(wgmma_rules::violation(P) == nullptr, "these parameters break a rule of wgmma_rules.cuh");
+// (Every constant below is used by the sm_90a kernel; the other targets compile an empty kernel.)
+[[maybe_unused]] constexpr int BM = HG_BM;
+[[maybe_unused]] constexpr int BN = HG_BN;
+[[maybe_unused]] constexpr int BK = wgmma_rules::BK;
+[[maybe_unused]] constexpr int STAGES = HG_STAGES;
+[[maybe_unused]] constexpr int CONSUMERS = HG_CONSUMERS;
 [[maybe_unused]] constexpr int GROUP_M = HG_GROUP_M;
-constexpr int CLUSTER_M = HG_CLUSTER_M;
-constexpr bool PINGPONG = HG_PINGPONG != 0;  // consumers take alternate whole tiles
-constexpr int SPLIT_K = HG_SPLIT_K;           // K slices per tile (fp32 partials + reduction when > 1)
-constexpr bool DSMEM = HG_SPLIT_DSMEM != 0 && SPLIT_K > 1;  // slices of a tile = one cluster, summed in DSMEM
-constexpr int WG_ROWS = PINGPONG ? BM : BM / CONSUMERS;  // tile rows one consumer warpgroup computes
-constexpr int M_ITERS = WG_ROWS / 64;    // m64 wgmma blocks per consumer warpgroup
-constexpr int THREADS = 128 * (CONSUMERS + 1);
-constexpr int A_BYTES = BM * BK * 2;
-constexpr int B_BYTES = BN * BK * 2;
-// How a 2x1 cluster shares Bt (an experiment switch, not a family parameter): 1, each CTA loads and
-// multicasts half of every Bt tile; 2, the CTAs take turns (k-block parity) multicasting the whole tile;
-// 0, no sharing (each CTA loads its own Bt; the cluster only co-schedules the pair).
-constexpr int B_MULTICAST = CLUSTER_M > 1 ? HG_B_MULTICAST : 0;
-constexpr int B_SLICE = B_MULTICAST == 1 ? BN / CLUSTER_M : BN;  // Bt rows per TMA load (the tmB box)
-constexpr bool STREAM_K = HG_STREAM_K != 0;  // last tiles split into equal k-block ranges per CTA
-constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two 64-column panels
-constexpr int C_PANEL = BN % 64 ? 32 : 64;  // columns per C panel (one TMA store box)
-constexpr int C_COLS = EPI_PANELS ? C_PANEL * EPI_PANELS : BN;  // staged columns per consumer
-constexpr int C_BYTES = (HG_EPILOGUE && SPLIT_K == 1) ? CONSUMERS * WG_ROWS * C_COLS * 2 : 0;
-// M and N need not be multiples of the tile when every C store is a TMA store of C panels (TMA clips at
-// M and N): no split-K or stream-K partials, no direct stores.
-constexpr bool TAILS = HG_EPILOGUE && SPLIT_K == 1 && !STREAM_K;
+[[maybe_unused]] constexpr int CLUSTER_M = HG_CLUSTER_M;
+[[maybe_unused]] constexpr bool PINGPONG = HG_PINGPONG != 0;  // consumers take alternate whole tiles
+[[maybe_unused]] constexpr int SPLIT_K = HG_SPLIT_K;           // K slices per tile (fp32 partials + reduction when > 1)
+[[maybe_unused]] constexpr bool DSMEM = wgmma_rules::dsmem(P);  // slices of a tile = one cluster, summed in DSMEM
+[[maybe_unused]] constexpr int WG_ROWS = wgmma_rules::wg_rows(P);  // tile rows one consumer warpgroup computes
+[[maybe_unused]] constexpr int M_ITERS = wgmma_rules::m_iters(P);  // m64 wgmma blocks per consumer warpgroup
+[[maybe_unused]] constexpr int THREADS = 128 * (CONSUMERS + 1);
+[[maybe_unused]] constexpr int A_BYTES = wgmma_rules::a_bytes(P);
+[[maybe_unused]] constexpr int B_BYTES = wgmma_rules::b_bytes(P);
+// A 2x1 cluster shares Bt: each CTA loads and multicasts half of every Bt tile.
+[[maybe_unused]] constexpr bool B_MULTICAST = CLUSTER_M > 1;
+[[maybe_unused]] constexpr int B_SLICE = B_MULTICAST ? BN / CLUSTER_M : BN;  // Bt rows per TMA load (the tmB box)
+[[maybe_unused]] constexpr bool STREAM_K = HG_STREAM_K != 0;  // last tiles split into equal k-block ranges per CTA
+[[maybe_unused]] constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two panels
+[[maybe_unused]] constexpr int C_PANEL = wgmma_rules::c_panel(P);  // columns per C panel (one TMA store box)
+[[maybe_unused]] constexpr int C_COLS = wgmma_rules::c_cols(P);  // staged columns per consumer
 [[maybe_unused]] constexpr int SLOT_READERS = (PINGPONG ? 1 : CONSUMERS) * 4 * (B_MULTICAST ? CLUSTER_M : 1);  // warps that free each ring slot
-// Shared layout (from a 1024-aligned base): A ring, B ring, C staging, full, empty, order bars.
-constexpr int OFF_B = STAGES * A_BYTES;
-constexpr int OFF_C = OFF_B + STAGES * B_BYTES;
-// HG_SPLIT_DSMEM: the fp32 partial tile, row stride P_LD floats (8 floats of padding keep the
-// accumulator-layout writes free of bank conflicts); it reuses the ring once the main loop is over.
-constexpr int P_LD = BN + 8;
-constexpr int P_BYTES = DSMEM ? BM * P_LD * 4 : 0;
-constexpr int OFF_BAR = (OFF_C + C_BYTES) > P_BYTES ? OFF_C + C_BYTES : P_BYTES;
-// Barriers: STAGES full, STAGES empty, 2 ping-pong order barriers; + 1024 bytes of alignment slack.
-constexpr int SMEM_BYTES = OFF_BAR + (2 * STAGES + 2) * 8 + 1024;
+[[maybe_unused]] constexpr int OFF_B = wgmma_rules::off_b(P);
+[[maybe_unused]] constexpr int OFF_C = wgmma_rules::off_c(P);
+[[maybe_unused]] constexpr int P_LD = wgmma_rules::p_ld(P);  // the parked DSMEM partial's row stride (floats)
+[[maybe_unused]] constexpr int OFF_BAR = wgmma_rules::off_bar(P);
+[[maybe_unused]] constexpr int SMEM_BYTES = wgmma_rules::smem_bytes(P);
 // setmaxnreg budget: 2 consumers 128*40 + 256*232 = 64512 <= 65536 = 384 threads * 168 (the launch cap);
 // 3 consumers 128*32 + 384*160 = 65536 = 512 threads * 128.
 [[maybe_unused]] constexpr int PRODUCER_REGS = CONSUMERS == 3 ? 32 : 40;
 [[maybe_unused]] constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : 232;
-
-static_assert(WG_ROWS == 64 || WG_ROWS == 128, "BM / CONSUMERS must be 64 or 128");
-// A ping-pong consumer holds its whole tile: up to 128 x 192 (192 accumulators; setmaxnreg gives it 232).
-static_assert(M_ITERS * BN / 2 <= (PINGPONG ? 192 : 128), "accumulators exceed 128 per thread (192 in ping-pong)");
-static_assert(BN == 32 || BN == 64 || BN == 128 || BN == 160 || BN == 192 || BN == 256,
-              "BN must be 32, 64, 128, 160, 192 or 256");
-static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
-static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong needs two consumer warpgroups");
-static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "one to three consumer warpgroups");
-// Three consumers (192-row tiles) get 160 registers each: at most 96 accumulators leave room for the rest.
-static_assert(CONSUMERS < 3 || M_ITERS * BN / 2 <= 96, "three consumers hold at most 96 accumulators");
-static_assert(B_SLICE % 8 == 0, "multicast slice must be whole 8-row swizzle groups");
-static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "SPLIT_K must be 1..64");
-static_assert(EPI_PANELS == 0 || EPI_PANELS == 2, "HG_EPI_PANELS must be 0 or 2");
-static_assert(!DSMEM || (SPLIT_K <= 8 && CLUSTER_M == 1 && !PINGPONG && CONSUMERS <= 2),
-              "HG_SPLIT_DSMEM: at most 8 slices (a portable cluster), no multicast, no ping-pong, <= 2 consumers");
-static_assert(!STREAM_K || (SPLIT_K == 1 && !PINGPONG && HG_PERSISTENT && CONSUMERS <= 2),
-              "HG_STREAM_K: persistent, one or two cooperative consumers, no split-K");
 
 // Stream-K split of `tiles` output tiles over `ctas` persistent CTAs (clusters with multicast):
 // the tiles of the last partial wave, plus one full wave when there is one (so every CTA gets
 // between one and two tiles of k-blocks and a tile has few contributors), are cut into equal
 // k-block ranges; the rest are whole tiles. 0 when the tiles fill whole waves.
 __host__ __device__ constexpr int stream_k_tiles(int tiles, int ctas) {
-  return !STREAM_K || tiles % ctas == 0 ? 0 : (tiles > ctas && HG_SK_WAVE ? tiles % ctas + ctas : tiles % ctas);
+  return !STREAM_K || tiles % ctas == 0 ? 0 : (tiles > ctas ? tiles % ctas + ctas : tiles % ctas);
 }
 }  // namespace hgw_cfg
 
@@ -312,7 +227,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   (void)C;
   // Panel p goes to ring slot panels % 2; the store that used that slot before was committed two
   // stores ago, so waiting until at most one store still reads shared memory frees it. A panel past M or
-  // N (the last tile row or column, TAILS) is staged but not stored; its bulk group is committed empty, so
+  // N (the last tile row or column, wgmma_rules::tails) is staged but not stored; its bulk group is committed empty, so
   // the count of groups stays one per panel.
   uint8_t* ring = c_smem + wg * WG_ROWS * C_COLS * 2;
 #pragma unroll
@@ -471,21 +386,15 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   if (CLUSTER_M > 1) {
     // Peers may multicast into this CTA's ring and arrive on its barriers once they pass this barrier;
     // the init fence above already made the barriers visible to the cluster, so a relaxed one suffices.
-    if (HG_FULL_CLUSTER_SYNC) {
-      cluster_sync();
-    } else {
-      cluster_sync_relaxed();
-    }
+    cluster_sync_relaxed();
   } else {
     __syncthreads();
   }
-#if HG_PDL
   // The split-K reduction may start launching now; it still waits (griddepcontrol.wait) for this
   // whole grid to finish and flush its memory before reading any partial.
   if (SPLIT_K > 1 && !DSMEM) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
 
-  const int m_units = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);  // a partial last unit only with TAILS
+  const int m_units = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);  // a partial last unit only with wgmma_rules::tails
   const int n_blocks = (N + BN - 1) / BN;
   const int tiles = m_units * n_blocks;
   const int k_blocks = K / BK;
@@ -510,12 +419,9 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
           const uint32_t fb = full_bar + 8 * s;
           mbar_arrive_expect_tx(fb, A_BYTES + B_BYTES);
           tma_load_2d(sA + s * A_BYTES, &tmA, fb, kb * BK, m0);
-          if constexpr (B_MULTICAST == 1) {
+          if constexpr (B_MULTICAST) {
             tma_load_2d_multicast(sB + s * B_BYTES + rank * B_SLICE * 128, &tmB, fb, kb * BK, n0 + rank * B_SLICE,
                                   static_cast<uint16_t>((1u << CLUSTER_M) - 1));
-          } else if constexpr (B_MULTICAST == 2) {
-            if (static_cast<uint32_t>(kb % CLUSTER_M) == rank)
-              tma_load_2d_multicast(sB + s * B_BYTES, &tmB, fb, kb * BK, n0, static_cast<uint16_t>((1u << CLUSTER_M) - 1));
           } else {
             tma_load_2d(sB + s * B_BYTES, &tmB, fb, kb * BK, n0);
           }
@@ -525,7 +431,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
           }
         }
       }
-      if constexpr (B_MULTICAST && !HG_FULL_CLUSTER_SYNC) {
+      if constexpr (B_MULTICAST) {
         // Producer tail: wait until every consumer warp of the cluster has freed every slot of this CTA's
         // ring (a slot never filled passes at once). Then no peer will arrive on these barriers again, and
         // every multicast this CTA issued has landed (its receivers freed the slot after reading it), so
@@ -631,9 +537,8 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     if (SPLIT_K == 1 && wg_thread == 0) tma_store_wait_all();
 #endif
   }
-  // No CTA may exit while a peer can still multicast into its shared memory or arrive on its barriers:
-  // the producer tail above waits for that (HG_FULL_CLUSTER_SYNC: a cluster barrier does).
-  if constexpr (B_MULTICAST && HG_FULL_CLUSTER_SYNC) cluster_sync();
+  // No CTA exits while a peer can still multicast into its shared memory or arrive on its barriers: the
+  // producer tail above waits for that.
   if constexpr (DSMEM) {
     // One work unit per CTA (grid = units, cluster = the tile's slices, rank = slice): every
     // partial is parked before any is read, and none is freed before all are read.
@@ -659,9 +564,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
 __global__ void __launch_bounds__(256) hgemm_wgmma_reduce(const float* __restrict__ partial, __half* __restrict__ C,
                                                           size_t mn) {
 #if HGW_DEVICE_OK
-#if HG_PDL
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
   const size_t n4 = mn / 4;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n4;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -735,14 +638,7 @@ size_t partial_bytes(int M, int N) {
   return hgw_cfg::SPLIT_K > 1 && !hgw_cfg::DSMEM ? static_cast<size_t>(hgw_cfg::SPLIT_K) * M * N * sizeof(float) : 0;
 }
 
-constexpr size_t kContractWorkspace = size_t(64) << 20;  // the contract guarantees at least 64 MiB
-
-bool shape_ok(int M, int N, int K) {
-  using namespace hgw_cfg;
-  const bool tiled = M % (BM * CLUSTER_M) == 0 && N % BN == 0;
-  return M > 0 && N > 0 && K > 0 && (tiled || (TAILS && M % 64 == 0 && N % 64 == 0)) &&
-         K % BK == 0 && K / BK >= SPLIT_K && partial_bytes(M, N) <= kContractWorkspace;
-}
+bool shape_ok(int M, int N, int K) { return wgmma_rules::shape_violation(hgw_cfg::P, M, N, K) == nullptr; }
 
 }  // namespace
 
@@ -815,7 +711,7 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
     rcfg.stream = stream;
     cudaLaunchAttribute rattr[1];
     rattr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    rattr[0].val.programmaticStreamSerializationAllowed = HG_PDL ? 1 : 0;
+    rattr[0].val.programmaticStreamSerializationAllowed = 1;
     rcfg.attrs = rattr;
     rcfg.numAttrs = 1;
     e = cudaLaunchKernelEx(&rcfg, hgemm_wgmma_reduce, static_cast<const float*>(partial), C, mn);

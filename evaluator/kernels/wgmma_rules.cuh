@@ -1,0 +1,79 @@
+#pragma once
+// The wgmma family's rules and resource formulas, written once. The kernel template uses them (its
+// static_assert, shared-memory layout and hgemm_supports); the search reads them through a host build of
+// this header (evaluator/kernels/rules.py), so the two cannot disagree. Plain C++17, no CUDA.
+
+namespace wgmma_rules {
+
+constexpr int BK = 64;                                // k per ring stage: one 128-byte swizzle row of fp16
+constexpr long long WORKSPACE_BYTES = 64ll << 20;     // the contract's workspace, at least
+
+struct Params {
+  int bm, bn, stages, consumers, group_m, persistent, epilogue, cluster_m, pingpong, split_k, split_dsmem,
+      epi_panels, stream_k;
+};
+
+constexpr int wg_rows(const Params& p) { return p.pingpong ? p.bm : p.bm / p.consumers; }  // rows per consumer
+constexpr int m_iters(const Params& p) { return wg_rows(p) / 64; }                          // m64 blocks per consumer
+constexpr bool dsmem(const Params& p) { return p.split_dsmem != 0 && p.split_k > 1; }
+constexpr int c_panel(const Params& p) { return p.bn % 64 ? 32 : 64; }  // columns per C panel (one TMA box)
+constexpr int c_cols(const Params& p) { return p.epi_panels ? c_panel(p) * p.epi_panels : p.bn; }
+constexpr int a_bytes(const Params& p) { return p.bm * BK * 2; }
+constexpr int b_bytes(const Params& p) { return p.bn * BK * 2; }
+constexpr int c_bytes(const Params& p) {
+  return (p.epilogue && p.split_k == 1) ? p.consumers * wg_rows(p) * c_cols(p) * 2 : 0;
+}
+// M and N may be ragged when every C store is a TMA store of C panels (TMA clips at M and N).
+constexpr bool tails(const Params& p) { return p.epilogue && p.split_k == 1 && !p.stream_k; }
+// Shared layout from a 1024-aligned base: A ring, B ring, C staging (or the parked DSMEM partial, which
+// reuses the ring), then 2 * stages + 2 barriers and 1024 bytes of alignment slack.
+constexpr int off_b(const Params& p) { return p.stages * a_bytes(p); }
+constexpr int off_c(const Params& p) { return off_b(p) + p.stages * b_bytes(p); }
+constexpr int p_ld(const Params& p) { return p.bn + 8; }  // partial row stride: 8 floats keep writes conflict-free
+constexpr int p_bytes(const Params& p) { return dsmem(p) ? p.bm * p_ld(p) * 4 : 0; }
+constexpr int off_bar(const Params& p) { return off_c(p) + c_bytes(p) > p_bytes(p) ? off_c(p) + c_bytes(p) : p_bytes(p); }
+constexpr int smem_bytes(const Params& p) { return off_bar(p) + (2 * p.stages + 2) * 8 + 1024; }
+constexpr int accumulators(const Params& p) { return m_iters(p) * p.bn / 2; }  // fp32 per consumer thread
+// A ping-pong consumer holds its whole tile (up to 128 x 192; setmaxnreg gives it 232 registers); three
+// consumers (192-row tiles) get 160 registers each.
+constexpr int max_accumulators(const Params& p) { return p.pingpong ? 192 : p.consumers == 3 ? 96 : 128; }
+
+// The first structural rule `p` breaks, or nullptr.
+constexpr const char* violation(const Params& p) {
+  if (!(p.bm == 64 || p.bm == 128 || p.bm == 192 || p.bm == 256)) return "BM must be 64, 128, 192 or 256";
+  if (!(p.bn == 32 || p.bn == 64 || p.bn == 128 || p.bn == 160 || p.bn == 192 || p.bn == 256))
+    return "BN must be 32, 64, 128, 160, 192 or 256";
+  if (p.stages < 2) return "at least two ring stages";
+  if (p.consumers < 1 || p.consumers > 3) return "one to three consumer warpgroups";
+  if (p.cluster_m != 1 && p.cluster_m != 2) return "CLUSTER_M must be 1 or 2";
+  if (p.split_k < 1 || p.split_k > 64) return "SPLIT_K must be 1..64";
+  if (p.epi_panels != 0 && p.epi_panels != 2) return "EPI_PANELS must be 0 or 2";
+  if (p.pingpong && p.consumers != 2) return "ping-pong needs two consumer warpgroups";
+  if (p.split_dsmem && (p.split_k < 2 || p.split_k > 8)) return "split_dsmem needs 2 <= split_k <= 8 (a portable cluster)";
+  if (p.split_dsmem && (p.persistent || p.cluster_m != 1 || p.pingpong || p.consumers > 2))
+    return "split_dsmem runs one CTA per (tile, slice): persistent=0, cluster_m=1, pingpong=0, consumers <= 2";
+  if (p.split_k > 1 && p.epilogue) return "split-K writes fp32 partials directly: epilogue=0";
+  if (p.epi_panels && (!p.epilogue || p.split_k > 1)) return "epi_panels stages C panels for the TMA store: epilogue=1, split_k=1";
+  if (p.stream_k && (!p.persistent || p.split_k > 1 || p.pingpong || p.consumers > 2))
+    return "stream_k needs persistent=1, split_k=1, pingpong=0, consumers <= 2";
+  if (wg_rows(p) != 64 && wg_rows(p) != 128) return "tile rows per consumer warpgroup must be 64 or 128";
+  if (accumulators(p) > max_accumulators(p)) return "too many accumulator registers per consumer thread";
+  if (p.cluster_m > 1 && (p.bn / p.cluster_m) % 8) return "a multicast slice must be whole 8-row swizzle groups";
+  return nullptr;
+}
+
+// The first rule the shape M x N x K breaks for `p` (what hgemm_supports refuses), or nullptr.
+constexpr const char* shape_violation(const Params& p, long long M, long long N, long long K) {
+  if (M <= 0 || N <= 0 || K <= 0) return "empty shape";
+  if (K % BK) return "K must be a multiple of 64";
+  const bool tiled = M % (static_cast<long long>(p.bm) * p.cluster_m) == 0 && N % p.bn == 0;
+  if (!tiled && !(tails(p) && M % 64 == 0 && N % 64 == 0))
+    return "M x N must be a multiple of the tile (a partial last tile needs M, N multiples of 64 and the "
+           "TMA-store epilogue without split-K or stream-K)";
+  if (K / BK < p.split_k) return "fewer k-blocks than split_k";
+  if (p.split_k > 1 && !dsmem(p) && static_cast<long long>(p.split_k) * M * N * 4 > WORKSPACE_BYTES)
+    return "split-K partials exceed the 64 MiB workspace";
+  return nullptr;
+}
+
+}  // namespace wgmma_rules
