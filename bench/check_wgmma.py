@@ -1,22 +1,20 @@
 """GPU check of the Hopper "wgmma" kernel family: correctness and speed of named and generated configurations.
 
-Renders a fixed set of named configurations (`CONFIGS`, plus the family's default for each shape), evaluates
-each on every shape it supports, prints a compact table and writes JSON to --out. `--sweep` adds per shape a
-generated set of tile / consumer / split-K / cluster variants (`sweep_configs`); `--configs a,b` keeps only the
-named ones.
+Evaluates the named configurations (`CONFIGS`, plus the family's default) on every shape each supports;
+`--sweep` adds generated tile / consumer / split-K / cluster variants per shape (`sweep_configs`), `--configs
+a,b` keeps only the named ones. Prints a compact table and writes JSON to --out.
 
 Usage: python -m hgemm.bench.check_wgmma [--raw] [--sweep] [--configs simple,tma_epi] [--sk-nowave]
        [--shapes 1024x1024x1024,...] [--out bench/results/wgmma.json]
 
-- Two back ends: the project's `LocalEvaluator` (stage "quick": correctness suite, then offline timing against
-  the baselines), or with `--raw` a standalone harness (nvcc -> .so -> ctypes; torch for data, the fp32
-  reference and the cuBLAS timing) that holds no kernel code of its own, only loads the rendered family source.
+- Back ends: `LocalEvaluator` at stage "quick" (correctness suite, then offline timing against the
+  baselines), or with `--raw` a standalone harness (nvcc -> .so -> ctypes; torch for data, the fp32 reference
+  and cuBLAS timing) that holds no kernel code of its own.
 - Every configuration passes the family's `check` before it is compiled; one the shape does not support is
   reported as "skip" with the reason, never dropped.
-- A configuration name's suffix may turn on a template switch that is not a family parameter
-  (`SUFFIX_DEFINES`); the rest render exactly as the search renders them.
-- The evaluator back end rewrites --out after every shape, so a run cut off keeps its rows. Exit status 1 when
-  any configuration failed (neither "ok" nor "skip"). Meant to finish in under 4 minutes on one H100.
+- A name's suffix may turn on a template switch (`SUFFIX_DEFINES`); the rest render as the search does.
+- The evaluator back end rewrites --out after every shape. Exit status 1 when any configuration is neither
+  "ok" nor "skip".
 """
 
 from __future__ import annotations
@@ -103,7 +101,7 @@ CONFIGS: dict[str, dict] = {
     "m192_n64": {**_BASE, "bm": 192, "bn": 64, "consumers": 3, "stages": 6},
 }  # fmt: skip
 # Clustered configurations again with template switches (SUFFIX_DEFINES): how a 2x1 cluster shares Bt (the
-# template multicasts halves; none; whole tiles by turns) and the cluster barriers before 0.7.
+# template multicasts halves; none; whole tiles by turns) and release/acquire cluster barriers.
 CONFIGS.update(
     {
         f"{name}{suffix}": dict(CONFIGS[name])
