@@ -1,21 +1,20 @@
 """GPU check of the Hopper "wgmma" kernel family: correctness and speed of named and generated configurations.
 
-Renders a fixed set of named configurations (`CONFIGS`, plus the family's default for each shape), evaluates
-each on every shape it supports, prints a compact table and writes JSON to --out. `--sweep` adds per shape a
-generated set of tile / consumer / split-K / cluster variants (`sweep_configs`); `--configs a,b` keeps only the
-named ones.
+Evaluates the named configurations (`CONFIGS`, plus the family's default) on every shape each supports;
+`--sweep` adds generated tile / consumer / split-K / cluster variants per shape (`sweep_configs`), `--configs
+a,b` keeps only the named ones. Prints a compact table and writes JSON to --out.
 
 Usage: python -m hgemm.bench.check_wgmma [--raw] [--sweep] [--configs simple,tma_epi]
        [--shapes 1024x1024x1024,...] [--out bench/results/wgmma.json]
 
-- Two back ends: the project's `LocalEvaluator` (stage "quick": correctness suite, then offline timing against
-  the baselines), or with `--raw` a standalone harness (nvcc -> .so -> ctypes; torch for data, the fp32
-  reference and the cuBLAS timing) that holds no kernel code of its own, only loads the rendered family source.
+- Back ends: `LocalEvaluator` at stage "quick" (correctness suite, then offline timing against the
+  baselines), or with `--raw` a standalone harness (nvcc -> .so -> ctypes; torch for data, the fp32 reference
+  and cuBLAS timing) that holds no kernel code of its own.
 - Every configuration passes the family's `check` before it is compiled; one the shape does not support is
   reported as "skip" with the reason, never dropped.
 - Every configuration renders exactly as the search renders it (the template has no switches of its own).
-- The evaluator back end rewrites --out after every shape, so a run cut off keeps its rows. Exit status 1 when
-  any configuration failed (neither "ok" nor "skip"). Meant to finish in under 4 minutes on one H100.
+- The evaluator back end rewrites --out after every shape. Exit status 1 when any configuration is neither
+  "ok" nor "skip".
 """
 
 from __future__ import annotations

@@ -1,21 +1,18 @@
 """Re-measure each shape's reported kernel once more and write a report from those measurements alone.
 
-A sweep picks each shape's kernel as the best of many noisy measurements, so its report's speedups are biased
-upward by the selection; an independent re-measurement of an already selected kernel is not.
+A sweep's speedups are biased upward by picking the best of many noisy measurements; an independent
+re-measurement of the kernel already picked is not.
 
 Usage: python -m hgemm.bench.confirm_report REPORT.json --name NAME [--out-dir bench/results]
 
-- Each row's kernel comes from the archive and is evaluated again at its own shape: stage "full", both modes,
-  baselines timed alongside. The new records are not written to the archive.
-- The report (`agent.sweep.write_report`: NAME.json, .md, .png) takes its times and speedups only from the new
-  records; a confirmed row keeps the input's figures as `selected_offline_speedup_best` and
-  `selected_server_speedup_best`.
-- Row status: "confirmed" (re-measured, correct); "no_kernel" with `confirm_failure` (the re-measurement failed
-  or was incorrect); "not_confirmed" (the kernel is not in the archive: the input row carried over with its
-  selected figures). A row without a kernel is carried over unchanged.
-- Cheapest shapes first, the report rewritten after every shape: a run cut off keeps what it did, and a rerun
-  with the same --name and --out-dir skips the shapes it already re-measured.
-- Exit status 1 when a kernel failed its re-measurement or was not in the archive.
+- Each row's kernel comes from the archive and is evaluated again at its shape: stage "full", both modes,
+  baselines timed alongside. The new records are not archived.
+- The report (`agent.sweep.write_report`) takes times and speedups only from the new records; a confirmed row
+  keeps the input's figures as `selected_offline_speedup_best` and `selected_server_speedup_best`.
+- Row status: "confirmed"; "no_kernel" with `confirm_failure` (failed or incorrect); "not_confirmed" (kernel
+  not in the archive: the input row carried over). A row without a kernel is carried over unchanged.
+- Cheapest shapes first, the report rewritten after every shape; a rerun with the same --name and --out-dir
+  skips the shapes already re-measured. Exit status 1 when a kernel failed or was not in the archive.
 """
 
 from __future__ import annotations

@@ -1,26 +1,22 @@
 """Fit the wgmma family's time factors (`WgmmaFamily.time_factor`) to measured times, and show what they buy.
 
-The analytic model (`agent/model.py`) knows tiles, waves, traffic and pipeline depth but not the wgmma kernel's
-own switches. This tool takes the correct measured wgmma times of one GPU: variant sweeps of
-`hgemm.bench.check_wgmma` (its JSON) and the quick-stage records of an archive (a .db, or an
-`hgemm archive export`, plain or compressed). Per shape it centres log(measured / predicted) and the features
-(only ranking within a shape matters) and fits one log-factor per feature by ridge least squares.
+The analytic model (`agent/model.py`) cannot see the wgmma kernel's own switches. From one GPU's correct
+measured wgmma times (`check_wgmma` sweep JSON; an archive's quick-stage records, as a .db or an export) it
+centres, per shape, log(measured / predicted) and the features (only ranking within a shape matters) and fits
+one log-factor per feature by ridge least squares.
 
 Usage: python -m hgemm.bench.fit_wgmma_factors --archive bench/results/archive-grid100-r10-H100-2026-11-24.jsonl.xz
            [--sweeps SWEEP.json ...] [--gpu-name "NVIDIA H100 80GB HBM3"] [--sms 132] [--l2-mib 50]
            [--current] [--holdout-since 2026-11-22T14:40] [--ridge 1.0]
 
-- Prints, leaving each shape out in turn, the model's median Spearman rank correlation and the geometric mean
-  of (measured time of the model's first choice / best measured time): bare, with the committed factors
-  (`factors_for(--gpu-name)`), and with fitted ones; then the factors fitted on all shapes. Nothing is written.
-- Only records of the --gpu-name GPU count; only shapes with at least 4 configurations are judged.
-- The model is taken bare: given a family's name rather than the family, `predict_us` applies no factors.
-- `--current`: only archive records of kernels the family still renders byte for byte (a template change
-  since makes an older time measure another kernel).
-- `--holdout-since TIME` (ISO 8601): archive records created at or after TIME are left out of the fit and
-  only judged.
-- Sweep rows of template switches (`_no...` configurations) never count; nor do the stream-K rows of the one
-  sweep that timed an older stream-K hand-over (`OLD_STREAM_K`).
+- Prints, leaving each shape out in turn, the median Spearman rank correlation and the geometric mean of
+  (measured time of the model's first choice / best measured time) for the bare model (`predict_us` given the
+  family's name applies no factors), the committed factors and fitted ones; then the factors fitted on all
+  shapes. Writes nothing.
+- Only --gpu-name records count; only shapes with at least 4 configurations are judged.
+- `--current` keeps only archive records whose source the family still renders byte for byte;
+  `--holdout-since TIME` (ISO 8601) leaves archive records from TIME on out of the fit, judged only.
+- Template-switch rows (`_no...` configurations) never count, nor the stream-K rows of `OLD_STREAM_K` sweeps.
 """
 
 from __future__ import annotations

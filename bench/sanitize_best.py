@@ -1,19 +1,17 @@
 """Run the full correctness suite plus compute-sanitizer (memcheck, racecheck) on each shape's reported kernel.
 
-Reads a sweep report (`hgemm sweep` JSON), takes every row's kernel from the archive and evaluates it again at
-its own shape with stage "full" and `sanitize=True`.
+Each row's kernel of a sweep report (`hgemm sweep` JSON) is taken from the archive and evaluated again at its
+own shape, stage "full", `sanitize=True`.
 
 Usage: python -m hgemm.bench.sanitize_best REPORT.json --out bench/results/sanitize-NAME.json
-       [--skip-shapes FILE]   (shapes already sanitized elsewhere, one 'M N K' per line)
-       [--shard I/N]          (only the shapes at positions I, I+N, ... of the cheapest-first order, so N
-                               processes with their own --out share one GPU)
+       [--skip-shapes FILE] [--shard I/N]
        python -m hgemm.bench.sanitize_best REPORT.json --out OUT.json --merge PART.json [PART.json ...]
 
-- Cheapest shapes first; --out (GPU name, driver, date, one entry per kernel) is rewritten after every shape,
-  so a run cut off keeps what it did.
-- A rerun with the same --out skips the shapes whose reported kernel it already checked; a shape whose
-  reported kernel changed since is checked again and its old entry dropped.
-- `--merge` keeps, per shape, the last shard entry for the reported kernel.
+- Cheapest shapes first; --out (GPU name, driver, date, one entry per kernel) is rewritten after every shape.
+  A rerun with it skips kernels already checked; a shape whose reported kernel changed is checked again.
+- `--skip-shapes`: shapes sanitized elsewhere, one 'M N K' per line. `--shard I/N`: only positions I, I+N, ...
+  of the cheapest-first order, so N processes with their own --out share one GPU. `--merge` keeps, per shape,
+  the last shard entry for the reported kernel.
 - Exit status 1 when a kernel failed (or, with --merge, a reported kernel was not checked).
 """
 

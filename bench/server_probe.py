@@ -1,31 +1,22 @@
-"""Where server-mode time goes: a report's kernels and the cuBLAS baselines, timed as single launches after
-different preparations of the GPU.
+"""Where server-mode time goes: kernels and baselines timed as single launches after varied L2 preparations.
 
-Server mode (`evaluator.timing.time_server`) flushes the L2 by writing twice its size before each launch, so a
-kernel starts with cold operands, an L2 full of dirty lines to write back, and right after an unrelated kernel.
-This probe replaces the flush to separate those costs (`--variants`, default all):
-
-- dirty: the evaluator's flush (what the reports call server mode);
-- clean: the L2 evicted by *reading* twice its size (cold operands, clean lines to evict);
-- spin: no flush, a kernel that only waits (about 50 us) just before (warm L2, single launch; the wait covers
-  the host's enqueueing, as the flush does);
-- self: as spin, but the contender itself runs once just before the wait; each contender timed on its own;
-- offline: for reference, back-to-back launches in one graph (`evaluator.timing.time_offline`).
+Server mode (`evaluator.timing.time_server`) writes twice the L2's size before each launch: cold operands,
+dirty lines to write back, an unrelated kernel just before. `--variants` (default all) separates those costs:
+dirty (the evaluator's flush), clean (the L2 evicted by reading twice its size), spin (no flush, only a
+waiting kernel that covers the host's enqueueing: warm L2), self (as spin, after one run of the contender
+itself; each contender timed on its own), offline (for reference: back-to-back launches in one graph).
 
 Usage: python -m hgemm.bench.server_probe REPORT.json ARCHIVE.jsonl.xz --shapes 12288x1024x512,...
        [--also '{"cluster_m": 1}'] [--floors] [--variants offline,dirty]
        [--samples 30] [--out bench/results/server-probe.json]
 
-- Each shape's kernel is the report's, re-rendered from its family and parameters (found in the archive
-  export) with today's template; `--also` adds configurations of the same family.
-- `--floors` adds two non-GEMM contenders under the kernel contract (`floor_kernels.cu`, package data):
-  `floor_empty`, an empty launch, and `floor_touch`, which reads A and Bt and writes C once with no math.
-- Every GEMM kernel is checked against torch.mm once before timing; a wrong or failed one is reported and
-  not timed. Same random gaps, single-launch graphs and interleaved contenders as the evaluator.
-- Bad arguments, and shapes whose kernel is not in the report or the archive, are refused (exit 2) before
-  anything touches the GPU.
-- Only our own template kernels run in this process (as `check_wgmma --raw`), never candidates of unknown
-  origin. The JSON (GPU name, driver, date) is rewritten after every shape.
+- Each shape's kernel is the report's, re-rendered with today's template from its family and parameters (in
+  the archive export); `--also` adds configurations of that family, `--floors` the non-GEMM contenders of
+  `floor_kernels.cu` (an empty launch; one that reads A and Bt and writes C once).
+- Every GEMM kernel is checked against torch.mm before timing; a wrong or failed one is reported, not timed.
+  Random gaps, single-launch graphs and interleaved contenders are the evaluator's.
+- Bad arguments, or a shape whose kernel is in neither report nor archive, exit 2 before the GPU is touched.
+- Only our own template kernels run in this process, never candidates. The JSON is rewritten after each shape.
 """
 
 from __future__ import annotations

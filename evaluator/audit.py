@@ -1,33 +1,20 @@
 """Audit of what nvcc built from a candidate, before any of it is linked or loaded.
 
-`audit_build(obj, preprocessed, filename, ptxas_log, baseline)` judges one candidate's
-compiled products: its own lines of the preprocessed host translation unit (the static
-rules after macro expansion, `static_check.expanded_reasons`), its host object file and
-ptxas' report of its device memory. `library_reasons(path)` judges the linked `.so`.
-Each returns the reasons to refuse (empty = accepted); the compile pipeline reports them as
-failure kind "object_audit" and links only an object that passed.
+`audit_build` judges the candidate's own lines of nvcc's preprocessed host translation unit
+(`static_check.expanded_reasons`), its host object and ptxas' report of its device memory; `library_reasons`
+judges the linked `.so`. Each returns the reasons to refuse (empty: accepted), failure kind "object_audit".
 
-Invariants:
-- The object audited is the object linked: the pipeline compiles with `nvcc -c`, audits
-  that file, then links that same file; nothing is rebuilt in between.
-- Every undefined symbol the object imports is in `ALLOWED_IMPORTS` (nvcc's registration
-  and launch helpers, the contract's launch-side runtime calls, C++ ABI helpers, compiler-
-  emitted memory and math helpers, console printing), matched on its name before any
-  `@version`; anything else refuses the candidate, with the symbol named.
-- The object defines no C-named function but `hgemm_run`, `hgemm_supports` and extern "C"
-  kernels, no reserved or C-library variable name, and no replacement of the C++ runtime's
-  (operator new, std::, the CUDA runtime's own): a definition could take the place of a
-  library's inside the linked `.so`.
-- Host code holds no system-call instruction, aligned or hidden inside another
-  instruction's bytes (`0f 05`, `0f 34`, `cd 80`), and no `int` or far-transfer instruction.
-- Load-time code is no more than an empty contract kernel's (nvcc's registration), plus
-  the per-file iostream initialiser g++ before 13 emits wherever <iostream> is included
-  (CuTe's headers include it), recognised by everything it touches: no other `.init_array`
-  or `.fini_array` entry, no `.ctors`/`.preinit_array`, no IFUNC symbols, no thread-local
-  storage, only the sections nvcc and g++ emit for plain code, executable code only in
-  `.text*`, no executable stack.
-- Sizes stay under caps our families clear by a wide margin (see the constants).
-- No external tool is needed beyond `objdump` (binutils), run through `run_tool`.
+- The object audited is the object linked, and only once it passed: `nvcc -c`, audit, link that same file.
+- Every undefined symbol is in `ALLOWED_IMPORTS` (by name, before any `@version`); any other refuses, named.
+- The object defines no C-named function but `hgemm_run`, `hgemm_supports` and extern "C" kernels, no
+  reserved or C-library variable name, and nothing of operator new/delete, std::, the C++ ABI or the CUDA
+  runtime: such a definition would replace the library's own inside the linked `.so`.
+- Host code holds no system-call instruction, aligned or hidden in another's bytes, and no `int` or far
+  transfer.
+- Load-time code is nvcc's registration only, plus the per-file iostream initialiser of g++ before 13
+  (recognised by everything it touches); no other init/fini entry, IFUNC, thread-local storage or unexpected
+  section, executable code only in `.text*`, no executable stack.
+- Sizes stay under caps (see the constants); the only external tool is `objdump`, run through `run_tool`.
 """
 
 from __future__ import annotations

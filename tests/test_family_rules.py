@@ -10,10 +10,10 @@ import shutil
 import subprocess
 
 import pytest
-
-from hgemm.core.record import GpuInfo
 from hgemm.evaluator.kernels import get_family, rules
 from hgemm.evaluator.kernels.wgmma_family import OPTIONAL, SPACE
+
+from hgemm.core.record import GpuInfo
 
 FAMILY = get_family("wgmma")
 H100 = GpuInfo("NVIDIA H100 80GB HBM3", "9.0", "x", 132, 50 << 20, 232448)
