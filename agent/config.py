@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
 from hgemm.agent.template import REFRESH_WITHIN
 
 from hgemm.core.errors import BadInput

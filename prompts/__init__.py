@@ -1,16 +1,19 @@
-"""Prompt templates and their renderer; the templates (`*.j2` in this folder) hold all prompt text.
+"""Prompt templates, their renderer and their wording tables: all prompt text lives in this folder.
 
-- `render(name, **variables)` uses Jinja2's StrictUndefined: a variable the template uses but the caller did
-  not pass raises, and so does one the caller passes that the template never uses (a misspelt name must not
-  silently vanish from a prompt).
-- `variables(name)` lists the top-level names a template reads.
-- No prompt text lives in Python.
+`render(name, **variables)` renders one template with Jinja2's StrictUndefined: a variable the
+template uses but the caller did not pass raises, and so does a variable the caller passes that
+the template never uses (a misspelt name must not silently vanish from a prompt).
+`variables(name)` lists the top-level names a template reads. `wording(name)` reads a TOML table of
+fixed sentences (`feedback.toml`: what a prompt says about failed candidates). No prompt text lives
+in Python.
 """
 
 from __future__ import annotations
 
+import tomllib
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 import jinja2
@@ -37,6 +40,13 @@ def _env() -> jinja2.Environment:
 def names() -> list[str]:
     """Every template in this folder, by file name."""
     return sorted(p.name for p in resources.files("hgemm.prompts").iterdir() if p.name.endswith(".j2"))
+
+
+@cache
+def wording(name: str) -> MappingProxyType:
+    """The sentences of TOML file `name` in this folder, read once, as read-only mappings of tables."""
+    data = tomllib.loads(resources.files("hgemm.prompts").joinpath(name).read_text())
+    return MappingProxyType({table: MappingProxyType(dict(rows)) for table, rows in data.items()})
 
 
 def variables(name: str) -> set[str]:

@@ -149,9 +149,10 @@ def test_llm_loop_archives_calls_lineage_and_shows_failures_in_the_next_prompt()
     assert result.results[0][0].parents == []
     assert best.source == kernel(0.8, 2) and best.parents == [first_hash]
     assert first_hash in str(lineage)
-    # the incorrect kernel's failure message reached a later prompt
+    # the incorrect kernel's failure reached a later prompt (as its kind's sentence and numbers)
     later = requests[2]["messages"][1]["content"]
-    assert "its result was wrong" in later and first_hash in later
+    assert "(incorrect): The result was wrong" in later and "worst relative error 0.5" in later
+    assert first_hash in later
 
 
 def test_llm_budgets_end_the_run_cleanly():

@@ -1,6 +1,7 @@
 """The LLM proposer: prompts built from the archive, a chat backend (OpenAI-compatible or local), replies parsed
 into candidates. `client` holds the proposer and the OpenAI-compatible backend; `local` a Hugging Face model;
-`prompt` and `sources` what the model is shown; `replies` how its answer becomes a kernel."""
+`prompt` and `sources` what the model is shown, `scrub` and `feedback` the safe forms of candidates' sources and
+failures that it is shown them in; `replies` how its answer becomes a kernel."""
 
 from hgemm.agent.llm.client import (
     ChatBackend,

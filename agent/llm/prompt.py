@@ -1,28 +1,44 @@
-"""What an LLM sees: a parent and scored exemplars, recent failures, rendered into the prompt.
+"""What an LLM sees: choose a parent and scored exemplars, collect recent failures, render the prompt.
 
-- Scored kernels come from this run's history, the index (correct kernels on this shape and its neighbours,
-  with NCU metrics) and the archive, ranked by offline speedup over the best cuBLAS baseline (comparable
-  across shapes).
-- Parent and exemplars are drawn with weights 1/(rank+1): the best are shown most often, slower ones too.
-  Exemplars are listed slowest to fastest so the prompt can ask what made the difference (contrastive,
-  after CUDA-L1).
-- A kernel appears at most once. All prompt text lives in `prompts/`.
+Scored kernels come from this run's history and, when present, the index (correct kernels on this
+shape and its neighbours, with NCU metrics) and the archive. Kernels are ranked by offline speedup over
+the best cuBLAS baseline (comparable across shapes); the parent and the exemplars are drawn with
+weights 1/(rank+1), so the best are shown most often but slower ones appear too, and the exemplars are
+listed slowest to fastest so the prompt can ask what made the difference (contrastive, after
+CUDA-L1). A kernel appears at most once. All prompt text is in `prompts/`.
+
+Invariants (what reaches a prompt from a record or a source, all of it possibly a candidate's):
+- Sources shown are `agent.llm.scrub.prompt_source` forms: no comments, bounded literals.
+- Failures are `agent.llm.feedback.Feedback`: fixed names, codes and numbers, never a message's text.
+- Everything else is a number (times, speedups, resources, NCU metrics of a fixed set, shape), a mode or
+  baseline name of a fixed set, a kernel hash of 16 hex digits, or a GPU name of plain characters; a
+  record whose fields are not of that form (an imported archive can hold anything) contributes nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hgemm.agent.llm.feedback import SafeFailure, safe_failure, strip_comments
+from hgemm.agent.llm.feedback import Feedback, feedback, number
+from hgemm.agent.llm.scrub import prompt_source
 from hgemm.agent.proposer import ProposalContext
 from hgemm.evaluator.api import contract_text
+from hgemm.evaluator.profile import NCU_METRICS
 
 from hgemm import prompts
-from hgemm.core.record import MODES, NOT_DEFECTS, EvalRecord, GpuInfo
+from hgemm.core.record import BASELINES, MODES, NOT_DEFECTS, EvalRecord, GpuInfo
 
 NCU_KEYS_SHOWN = 12  # at most this many NCU metrics per kernel in a prompt
+# NCU metrics a prompt may show: the evaluator's names, the raw metric names, and the launch count.
+NCU_SHOWN = frozenset(NCU_METRICS) | frozenset(NCU_METRICS.values()) | {"kernels_launched"}
+RESOURCES_SHOWN = ("registers", "shared_bytes", "spill_stores", "spill_loads")
+_HASH = re.compile(r"[0-9a-f]{16}")
+_GPU_NAME = re.compile(r"[A-Za-z0-9 ._()/+-]{1,64}")
 
 
 @dataclass
@@ -50,40 +66,61 @@ class Prompt:
     exemplar_hashes: list[str] = field(default_factory=list)
 
 
-def scored_from_record(source: str, record: EvalRecord) -> Scored | None:
-    """A Scored view of a correct record with an offline time, else None."""
-    if not record.ok or record.median_us("offline") is None:
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
-    times = {m: record.median_us(m) for m in MODES if record.median_us(m) is not None}
-    speedup = {m: record.speedup_best(m) for m in MODES if record.speedup_best(m) is not None}
+    return float(value)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 40 else None
+
+
+def scored_from_record(source: str, record: EvalRecord) -> Scored | None:
+    """A Scored view of a correct record with an offline time, else None (also when a field that would
+    reach the prompt is not a number, a known name or a kernel hash)."""
+    if not record.ok or not isinstance(source, str) or not isinstance(record.kernel_hash, str):
+        return None
+    if not _HASH.fullmatch(record.kernel_hash):
+        return None
+    shape = [_count(record.M), _count(record.N), _count(record.K)]
+    if None in shape or not isinstance(record.modes, dict):
+        return None
+    times: dict[str, float] = {}
+    speedup: dict[str, float] = {}
+    for m in MODES:
+        try:
+            t, sp = _finite(record.median_us(m)), _finite(record.speedup_best(m))
+        except AttributeError:
+            return None
+        if t is not None and t > 0:
+            times[m] = t
+        if sp is not None and sp > 0:
+            speedup[m] = sp
+    if "offline" not in times:
+        return None
     score = speedup.get("offline") or (1.0 / times["offline"])
     resources = {}
     if record.resources:
-        r = record.resources
-        for key in ("registers", "shared_bytes", "spill_stores", "spill_loads"):
-            if getattr(r, key) is not None:
-                resources[key] = getattr(r, key)
-    ncu = dict(list((record.ncu or {}).items())[:NCU_KEYS_SHOWN])
+        for key in RESOURCES_SHOWN:
+            value = _count(getattr(record.resources, key, None))
+            if value is not None:
+                resources[key] = value
+    ncu_items = (record.ncu or {}).items() if isinstance(record.ncu, dict) else ()
+    ncu = {k: number(v) for k, v in ncu_items if k in NCU_SHOWN and number(v) is not None}
     return Scored(
         hash=record.kernel_hash,
-        source=strip_comments(source),
-        M=record.M,
-        N=record.N,
-        K=record.K,
+        source=source,
+        M=shape[0],
+        N=shape[1],
+        K=shape[2],
         score=float(score),
         times={m: round(t, 3) for m, t in times.items()},
-        speedup={m: round(s, 3) for m, s in speedup.items()},
+        speedup={m: round(x, 3) for m, x in speedup.items()},
         resources=resources,
-        ncu=ncu,
-        stage=record.stage,
+        ncu=dict(list(ncu.items())[:NCU_KEYS_SHOWN]),
+        stage=record.stage if record.stage in ("quick", "full") else "quick",
     )
-
-
-def failure_from_record(record: EvalRecord, source: str = "") -> SafeFailure | None:
-    """A failed record as a prompt may show it: its kind, numbers and the source lines it points at."""
-    if record.ok or not record.failure_kind or record.failure_kind in NOT_DEFECTS:
-        return None
-    return safe_failure(record.kernel_hash, record.failure_kind, record.failure_message, source)
 
 
 def _prefer(a: Scored, b: Scored, shape: tuple[int, int, int]) -> Scored:
@@ -95,9 +132,12 @@ def _prefer(a: Scored, b: Scored, shape: tuple[int, int, int]) -> Scored:
     return a if key(a) > key(b) else b
 
 
-def gather(ctx: ProposalContext, limit: int = 32) -> tuple[list[Scored], list[SafeFailure], EvalRecord | None]:
-    """Scored kernels (best first, one per hash), recent failures on this shape (newest first), and the
-    newest timed record on this shape (for its baselines and floors)."""
+def gather(
+    ctx: ProposalContext, limit: int = 32, failures: int | None = None
+) -> tuple[list[Scored], list[Feedback], EvalRecord | None]:
+    """Scored kernels (best first, one per hash), the safe form of the newest `failures` failures on this
+    shape (newest first, one per hash; all when None), and the newest timed record on this shape (for its
+    baselines and floors)."""
     shape = (ctx.M, ctx.N, ctx.K)
     pairs: list[tuple[str, EvalRecord]] = []
     from hgemm.agent.llm import sources as llm_sources
@@ -105,21 +145,28 @@ def gather(ctx: ProposalContext, limit: int = 32) -> tuple[list[Scored], list[Sa
     pairs.extend(llm_sources.from_store(ctx, limit))
     pairs.extend((c.source, r) for c, r in ctx.history)
     best: dict[str, Scored] = {}
-    failures: dict[str, SafeFailure] = {}
+    failed: dict[str, tuple[str, EvalRecord]] = {}
     latest: EvalRecord | None = None
     for source, record in pairs:
         if (record.M, record.N, record.K) == shape:
-            if record.modes and (latest is None or record.created >= latest.created):
+            if record.modes and (latest is None or str(record.created) >= str(latest.created)):
                 latest = record
-            failure = failure_from_record(record, source)
-            if failure:
-                failures.pop(failure.hash, None)
-                failures[failure.hash] = failure
+            defect = record.failure_kind not in (None, *NOT_DEFECTS)
+            if defect and not record.ok and isinstance(record.kernel_hash, str):
+                failed.pop(record.kernel_hash, None)
+                failed[record.kernel_hash] = (source, record)
         scored = scored_from_record(source, record)
         if scored:
             best[scored.hash] = _prefer(best[scored.hash], scored, shape) if scored.hash in best else scored
     ranked = sorted(best.values(), key=lambda s: (-s.score, s.hash))
-    return ranked, list(reversed(failures.values())), latest
+    notes: list[Feedback] = []
+    for source, record in reversed(failed.values()):
+        if failures is not None and len(notes) >= failures:
+            break
+        note = feedback(record, source)
+        if note is not None:
+            notes.append(note)
+    return ranked, notes, latest
 
 
 def rank_weighted_sample(items: list[Any], k: int, rng: random.Random) -> list[Any]:
@@ -149,8 +196,10 @@ def choose(ranked: list[Scored], k: int, rng: random.Random) -> tuple[Scored | N
 
 
 def gpu_facts(gpu: GpuInfo) -> dict[str, Any]:
+    """What a prompt says about the GPU; the name only when it is a plain product name (`hgemm prompt`
+    takes it from the archive, which an import can fill)."""
     return {
-        "name": gpu.name,
+        "name": gpu.name if isinstance(gpu.name, str) and _GPU_NAME.fullmatch(gpu.name) else None,
         "cc": gpu.cc,
         "sm_count": gpu.sm_count,
         "smem_kib": gpu.smem_per_block_optin // 1024,
@@ -159,23 +208,34 @@ def gpu_facts(gpu: GpuInfo) -> dict[str, Any]:
 
 
 def timing_facts(record: EvalRecord | None) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Floors and baseline medians per mode from one record (empty when none)."""
+    """Floors and baseline medians per mode from one record (empty when none); known names only."""
     floors: dict[str, float] = {}
     baselines: dict[str, dict[str, float]] = {}
-    for mode, result in (record.modes if record else {}).items():
-        if result.floor_us:
-            floors[mode] = result.floor_us
-        if result.baselines:
-            baselines[mode] = {b: s.median_us for b, s in sorted(result.baselines.items())}
+    modes = record.modes if record and isinstance(record.modes, dict) else {}
+    for mode, result in modes.items():
+        if mode not in MODES:
+            continue
+        floor = _finite(getattr(result, "floor_us", None))
+        if floor:
+            floors[mode] = floor
+        table = getattr(result, "baselines", None) or {}
+        times = {b: _finite(getattr(s, "median_us", None)) for b, s in sorted(table.items()) if b in BASELINES}
+        if any(t is not None for t in times.values()):
+            baselines[mode] = {b: t for b, t in times.items() if t is not None}
     return floors, baselines
+
+
+def shown(kernel: Scored) -> Scored:
+    """The kernel as a prompt shows it: its source scrubbed of comments and long literals."""
+    return dataclasses.replace(kernel, source=prompt_source(kernel.source))
 
 
 def build_prompt(
     ctx: ProposalContext, rng: random.Random, *, exemplars: int = 4, failures: int = 4
 ) -> Prompt:
     """Choose parent and exemplars for ctx's shape and render the system and task prompts."""
-    ranked, failed, latest = gather(ctx)
-    parent, shown = choose(ranked, exemplars, rng)
+    ranked, failed, latest = gather(ctx, failures=failures)
+    parent, picked = choose(ranked, exemplars, rng)
     floors, baselines = timing_facts(latest)
     system = prompts.render("system.j2", contract=contract_text().strip())
     user = prompts.render(
@@ -186,8 +246,9 @@ def build_prompt(
         gpu=gpu_facts(ctx.gpu),
         floors=floors,
         baselines=baselines,
-        parent=parent,
-        exemplars=shown,
+        parent=shown(parent) if parent else None,
+        exemplars=[shown(k) for k in picked],
         failures=failed[:failures],
+        wording=prompts.wording("feedback.toml"),
     )
-    return Prompt(system, user, parent.hash if parent else None, [s.hash for s in shown])
+    return Prompt(system, user, parent.hash if parent else None, [k.hash for k in picked])

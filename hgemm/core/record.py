@@ -11,7 +11,7 @@ import dataclasses
 import hashlib
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 MODES = ("offline", "server")
@@ -41,11 +41,27 @@ FAILURE_KINDS = (
     "timing_disturbed",  # correct, but the host fell behind the GPU in most timed samples: no honest time
 )
 NOT_DEFECTS = ("unsupported_shape", "timing_disturbed")  # failures that say nothing against the kernel
-MESSAGE_CHARS = 4000  # a failure message is kept to this length (compiler and check output can be unbounded)
+FAILURE_MESSAGE_CHARS = 4000  # a failure message is cut to this (crash logs and sanitizer output are unbounded)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    code = ord(m.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def bounded_message(message: str) -> str:
+    """A failure message as records keep it: control and bidi characters escaped (a terminal showing it
+    obeys none), cut to FAILURE_MESSAGE_CHARS with the number of characters left out."""
+    text = _CONTROL.sub(_escaped, str(message))
+    if len(text) > FAILURE_MESSAGE_CHARS:
+        cut = FAILURE_MESSAGE_CHARS - 40
+        text = f"{text[:cut]} ... [{len(text) - cut} more characters]"
+    return text
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def normalize_source(source: str) -> str:
@@ -161,8 +177,9 @@ class EvalRecord:
         return m.candidate.median_us if m and m.candidate else None
 
     def fail(self, kind: str, message: str) -> EvalRecord:
+        """Mark the record failed; the message is kept as `bounded_message` leaves it."""
         assert kind in FAILURE_KINDS, kind
-        self.failure_kind, self.failure_message = kind, message[:MESSAGE_CHARS]
+        self.failure_kind, self.failure_message = kind, bounded_message(message)
         if kind not in NOT_DEFECTS:
             self.correct = False
         return self
