@@ -64,7 +64,7 @@ def test_check_rejects_unknown_missing_and_out_of_space(name):
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"BM": 32, "WARPS_M": 4}, "not a multiple of 16x16"),
+        ({"BM": 32, "WARPS_M": 4}, "must be a multiple of 16x16"),
         ({"BM": 256, "BN": 256, "WARPS_M": 1, "WARPS_N": 1}, "accumulators per thread"),
         ({"BM": 256, "BN": 256, "WARPS_M": 4, "WARPS_N": 4}, "registers per thread"),
         ({"BK": 64}, "registers per thread"),  # 64x64 warp tile: BK=64 spills
@@ -87,7 +87,7 @@ def test_splitk_checks_workspace_and_k_tiles():
     p = {**BIG, "SPLIT_K": 4}
     assert fam.check(p, 1024, 1024, 4096) is None
     assert "workspace" in fam.check(p, 4096, 4096, 4096)
-    assert "exceeds the 2 K tiles" in fam.check(p, 256, 256, 64)
+    assert "more K splits than K tiles" in fam.check(p, 256, 256, 64)
     assert "not in" in fam.check({**p, "SPLIT_K": 1}, 1024, 1024, 4096)
 
 

@@ -1,6 +1,6 @@
-"""One source of truth for the wgmma family's rules (evaluator/kernels/wgmma_rules.cuh): the search reads them
-through a host build of the header, the kernel includes the same header. The whole declared space walks through
-the compiled rules; a sample of it is compiled with nvcc, which must accept exactly what the rules accept."""
+"""One source of truth for each family's rules (evaluator/kernels/*_rules.cuh): the search reads them through a
+host build of the headers, the kernel includes the same header. Every declared space walks through the compiled
+rules; a sample of it is compiled with nvcc, which must accept exactly what the rules accept."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 from hgemm.evaluator.kernels import get_family, rules
+from hgemm.evaluator.kernels.mma_family import MMA_SPACE, SPLIT_K_VALUES
+from hgemm.evaluator.kernels.small_family import SMALL_SPACE
 from hgemm.evaluator.kernels.wgmma_family import OPTIONAL, SPACE
 
 from hgemm.core.record import GpuInfo
@@ -85,4 +87,61 @@ def test_the_template_states_no_rule_of_its_own():
     for switch in ("HG_SK_WAVE", "HG_FULL_CLUSTER_SYNC", "HG_B_MULTICAST", "HG_PDL"):
         assert switch not in template  # experiment switches live in experiments, not in the product
     assert all(f"#ifndef HG_{k.upper()}" not in template for k in SPACE)  # defaults live in the family only
-    assert set(itertools.chain(SPACE)) == set(rules.WGMMA_ORDER)
+    assert set(itertools.chain(SPACE)) == set(rules.ORDERS["wgmma"])
+
+
+OTHER_SPACES = {
+    "mma": ("mma", {**MMA_SPACE, "SPLIT_K": (1, *SPLIT_K_VALUES)}),
+    "small": ("small", SMALL_SPACE),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_SPACES))
+def test_the_other_families_walk_their_spaces_too(name):
+    fam, space = OTHER_SPACES[name]
+    points, accepted, broken = rules.walk(space, fam)
+    expected = 1
+    for values in space.values():
+        expected *= len(values)
+    assert points == expected and 0 < accepted < points and broken == 0
+
+
+def _family_points(name: str, seed: int, count: int, accepted: bool) -> list[dict]:
+    fam, space = OTHER_SPACES[name]
+    rng = random.Random(seed)
+    found = []
+    while len(found) < count:
+        p = {k: rng.choice(v) for k, v in space.items()}
+        if (rules.violation(p, fam) is None) == accepted:
+            found.append(p)
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_SPACES))
+def test_the_other_families_check_what_their_rules_say(name):
+    fam, _ = OTHER_SPACES[name]
+    for p in _family_points(name, 5, 200, False):
+        why = rules.violation(p, fam)
+        split = p.get("SPLIT_K", 1) > 1
+        family = get_family("small" if name == "small" else "mma_splitk" if split else "mma_ms")
+        if name == "mma" and not split:
+            p = {k: v for k, v in p.items() if k != "SPLIT_K"}
+        reason = family.check(p, 4096, 4096, 4096, H100)
+        assert reason is not None and why in reason
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(OTHER_SPACES))
+def test_nvcc_accepts_exactly_what_the_other_rules_accept(name, tmp_path):
+    fam, _ = OTHER_SPACES[name]
+    family = get_family("mma_splitk" if name == "mma" else "small")  # renders SPLIT_K=1 as well
+    cases = [(p, True) for p in _family_points(name, 6, 2, True)] + [(p, False) for p in _family_points(name, 7, 2, False)]
+    for n, (params, ok) in enumerate(cases):
+        src = tmp_path / f"k{n}.cu"
+        src.write_text(family.render(params))
+        done = subprocess.run(["nvcc", "-std=c++17", "--expt-relaxed-constexpr", "-gencode=arch=compute_80,code=sm_80",
+                               "-c", str(src), "-o", str(tmp_path / f"k{n}.o")], capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+        assert (done.returncode == 0) == ok, (params, rules.violation(params, fam), done.stderr[-800:])
+        if not ok:
+            assert f"break a rule of {fam}_rules.cuh" in done.stdout + done.stderr

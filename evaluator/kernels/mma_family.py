@@ -1,22 +1,23 @@
-"""The mma.sync multistage families: `mma_ms` (one pass over K) and `mma_splitk` (K split
-across CTAs, fp32 partials in the workspace, then a reduction kernel).
+"""The mma.sync multistage families: `mma_ms` (one pass over K) and `mma_splitk` (K split across CTAs, fp32
+partials in the workspace, then a reduction kernel); both render `mma_ms.cu`.
 
-Both render `mma_ms.cu`; `mma_splitk` adds the SPLIT_K parameter (the template's default is 1).
-Invariants enforced by `check`: warp tiles are multiples of 16x16 with at most 128 fp32
-accumulators per thread, at most 1024 threads, the pipeline (and C staging) fit the GPU's
-opt-in shared memory, K is a multiple of 8, and split-K partials fit the 64 MiB workspace.
-`default_params` is a heuristic: the largest tile that still fills about one wave of SMs
-without padding more than a quarter of the output, and for split-K the smallest split that
-fills a wave while every split keeps a useful share of K.
+- Their rules and resource formulas (warp tiles, accumulators, threads, the register estimate, shared memory,
+  K alignment, the workspace split-K needs) are written once, in mma_rules.cuh: the template includes it and
+  `check` reads it through its host build (evaluator/kernels/rules.py).
+- `render` defines every parameter (SPLIT_K=1 for `mma_ms`).
+- `default_params` is a heuristic: the largest tile that still fills about one wave of SMs without padding
+  more than a quarter of the output, and for split-K the smallest split that fills a wave while every split
+  keeps a useful share of K.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hgemm.evaluator.kernels import rules
 from hgemm.evaluator.kernels.family import Params
 from hgemm.evaluator.kernels.inline import InliningFamily
-from hgemm.evaluator.kernels.limits import MAX_THREADS, WORKSPACE_BYTES, cdiv, sm_count, smem_limit
+from hgemm.evaluator.kernels.limits import WORKSPACE_BYTES, cdiv, sm_count, smem_limit
 
 from hgemm.core.record import GpuInfo
 
@@ -30,7 +31,6 @@ MMA_SPACE: dict[str, tuple] = {
     "RASTER": (1, 4, 8, 16),
 }
 SPLIT_K_VALUES = (2, 3, 4, 6, 8, 16)
-MAX_ACCUMULATORS = 128  # fp32 accumulators per thread; more spills at 255 registers
 
 # (BM, BN, WARPS_M, WARPS_N), largest first: the heuristics' candidate tiles.
 TILES = (
@@ -46,27 +46,13 @@ TILES = (
 )
 
 
+def _full(p: Params) -> Params:
+    return {**p, "SPLIT_K": p.get("SPLIT_K", 1)}
+
+
 def smem_bytes(p: Params) -> int:
     """Dynamic shared memory of one CTA: the pipeline, or the C staging tile if larger."""
-    pipe = p["STAGES"] * (p["BM"] + p["BN"]) * p["BK"] * 2
-    staging = p["BM"] * (p["BN"] + 8) * 2 if p.get("SPLIT_K", 1) == 1 else 0
-    return max(pipe, staging)
-
-
-def threads(p: Params) -> int:
-    return 32 * p["WARPS_M"] * p["WARPS_N"]
-
-
-def register_estimate(p: Params) -> int:
-    """Rough registers per thread: accumulators, the fragments of every k-step of one BK slice
-    (the compiler hoists those ldmatrix loads), and ~40 for addressing."""
-    mi, ni = p["BM"] // p["WARPS_M"] // 16, p["BN"] // p["WARPS_N"] // 8
-    return mi * ni * 4 + (p["BK"] // 16) * (mi * 4 + ni * 2) + 40
-
-
-def register_budget(n_threads: int) -> int:
-    """What __launch_bounds__(n_threads) leaves each thread of one resident block."""
-    return min(255, 65536 // n_threads)
+    return rules.smem_bytes(_full(p), "mma")
 
 
 def tile_efficiency(M: int, N: int, bm: int, bn: int) -> float:
@@ -75,28 +61,14 @@ def tile_efficiency(M: int, N: int, bm: int, bn: int) -> float:
 
 
 def check_mma(p: Params, M: int, N: int, K: int, gpu: GpuInfo | None) -> str | None:
-    """Constraints shared by both families (parameters already known to be in the space)."""
-    bm, bn, wm, wn = p["BM"], p["BN"], p["WARPS_M"], p["WARPS_N"]
-    if bm % wm or bn % wn or (bm // wm) % 16 or (bn // wn) % 16:
-        return f"warp tile {bm}/{wm} x {bn}/{wn} is not a multiple of 16x16"
-    acc = (bm // wm) * (bn // wn) // 32
-    if acc > MAX_ACCUMULATORS:
-        return f"warp tile {bm // wm}x{bn // wn} needs {acc} accumulators per thread (max {MAX_ACCUMULATORS})"
-    if threads(p) > MAX_THREADS:
-        return f"{threads(p)} threads per block (max {MAX_THREADS})"
-    if register_estimate(p) > register_budget(threads(p)):
-        return f"about {register_estimate(p)} registers per thread; {threads(p)} threads allow {register_budget(threads(p))}"
+    """The rules header's verdict on the parameters and the shape, and the GPU's shared memory."""
+    full = _full(p)
+    why = rules.violation(full, "mma") or rules.shape_violation(full, M, N, K, "mma")
+    if why:
+        return why
     limit = smem_limit(gpu)
-    if smem_bytes(p) > limit:
-        return f"shared memory {smem_bytes(p)} B exceeds {limit} B"
-    if K % 8:
-        return f"K={K} is not a multiple of 8 (rows must be 16-byte aligned)"
-    split = p.get("SPLIT_K", 1)
-    if split > 1:
-        if split * M * N * 4 > WORKSPACE_BYTES:
-            return f"split-K partials need {split * M * N * 4} B of workspace (max {WORKSPACE_BYTES})"
-        if split > cdiv(K, p["BK"]):
-            return f"SPLIT_K={split} exceeds the {cdiv(K, p['BK'])} K tiles"
+    if smem_bytes(full) > limit:
+        return f"shared memory {smem_bytes(full)} B exceeds {limit} B"
     return None
 
 
@@ -131,6 +103,9 @@ class MmaFamily(InliningFamily):
     def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
         reason = super().check(params, M, N, K, gpu)
         return reason if reason else check_mma(params, M, N, K, gpu)
+
+    def render(self, params: Params) -> str:
+        return super().render(_full(params))
 
     def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params:
         bm, bn, wm, wn = _pick_tile(M, N, sm_count(gpu))

@@ -16,34 +16,23 @@
 //
 // Parameters (#define HG_*): BM, BN, BK, WARPS_M, WARPS_N, STAGES, RASTER, SPLIT_K.
 #include "mma_common.cuh"
-
-#ifndef HG_SPLIT_K
-#define HG_SPLIT_K 1
-#endif
+#include "mma_rules.cuh"
 
 namespace {
 
 constexpr int BM = HG_BM, BN = HG_BN, BK = HG_BK;
 constexpr int WARPS_M = HG_WARPS_M, WARPS_N = HG_WARPS_N;
 constexpr int STAGES = HG_STAGES, RASTER = HG_RASTER, SPLIT_K = HG_SPLIT_K;
+constexpr mma_rules::Params P{BM, BN, BK, WARPS_M, WARPS_N, STAGES, RASTER, SPLIT_K};
+static_assert(mma_rules::violation(P) == nullptr, "these parameters break a rule of mma_rules.cuh");
 constexpr int THREADS = 32 * WARPS_M * WARPS_N;
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
 constexpr int MI = WM / 16, NI = WN / 8;
 constexpr int CHUNKS = BK / 8;                  // 16-byte chunks per shared-memory row
 constexpr int SWZ_SHIFT = (BK == 64) ? 0 : 1;   // rows sharing one 128-byte line: 1 or 2
 constexpr int A_STAGE_BYTES = BM * BK * 2, B_STAGE_BYTES = BN * BK * 2;
-constexpr int PIPE_BYTES = STAGES * (A_STAGE_BYTES + B_STAGE_BYTES);
-constexpr int C_STRIDE = BN + 8;  // halfs; the padding spreads fragment writes over all banks
-constexpr int C_BYTES = (SPLIT_K == 1) ? BM * C_STRIDE * 2 : 0;
-constexpr int SMEM_BYTES = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;
-constexpr size_t WS_LIMIT = size_t(64) << 20;
-
-static_assert(BK == 32 || BK == 64, "BK must be 32 or 64");
-static_assert(BM % WARPS_M == 0 && BN % WARPS_N == 0, "warps must divide the tile");
-static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile must be a multiple of 16x16");
-static_assert(STAGES >= 2, "the pipeline needs at least two stages");
-static_assert(THREADS <= 1024, "too many threads");
-static_assert(SPLIT_K >= 1, "SPLIT_K must be positive");
+constexpr int C_STRIDE = mma_rules::c_stride(P);  // halfs; the padding spreads fragment writes over all banks
+constexpr int SMEM_BYTES = mma_rules::smem_bytes(P);
 
 // Byte offset of 16-byte chunk c of row r inside one swizzled tile.
 HG_DEVICE int swz(int r, int c) {
@@ -237,8 +226,7 @@ size_t workspace_needed(int M, int N) { return SPLIT_K > 1 ? (size_t)SPLIT_K * M
 }  // namespace
 
 extern "C" int hgemm_supports(int M, int N, int K) {
-    if (M <= 0 || N <= 0 || K <= 0 || (K % 8) != 0) return 0;
-    return workspace_needed(M, N) <= WS_LIMIT ? 1 : 0;
+    return mma_rules::shape_violation(P, M, N, K) == nullptr ? 1 : 0;
 }
 
 extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __half* C, int M, int N, int K,

@@ -1,10 +1,11 @@
-"""A family's rules as its template states them: a host build of the rules header, read with ctypes.
+"""The kernel families' rules as their templates state them: a host build of the rules headers, read with ctypes.
 
-- The rules header (`wgmma_rules.cuh`) is the one place the wgmma family's constraints and resource
-  formulas are written; the kernel includes it, and this module compiles it (with the host C++ compiler)
-  into a small library the search calls, so Python restates none of it.
-- The library is built once per machine and header content, under the state root, atomically; a missing
-  host compiler raises NoCompiler.
+- Each family's rules header (`wgmma_rules.cuh`, `mma_rules.cuh`, `small_rules.cuh`) is the one place its
+  constraints and resource formulas are written; the kernel includes it, and this module compiles it (with
+  the host C++ compiler, through `rules_host.cpp`) into a small library the search calls, so Python restates
+  none of it.
+- The library is built once per machine and header content, under the state root, atomically; a missing host
+  compiler raises NoCompiler.
 """
 
 from __future__ import annotations
@@ -22,9 +23,15 @@ from pathlib import Path
 from hgemm.core.errors import NoCompiler
 from hgemm.core.paths import state_dir
 
-WGMMA_ORDER = ("bm", "bn", "stages", "consumers", "group_m", "persistent", "epilogue", "cluster_m", "pingpong",
-               "split_k", "split_dsmem", "epi_panels", "stream_k")  # the header's Params, field by field
-SOURCES = ("wgmma_rules.cuh", "wgmma_rules_host.cpp")
+# Each family's Params, field by field, as its header declares them (the parameters' names in the family).
+ORDERS = {
+    "wgmma": ("bm", "bn", "stages", "consumers", "group_m", "persistent", "epilogue", "cluster_m", "pingpong",
+              "split_k", "split_dsmem", "epi_panels", "stream_k"),
+    "mma": ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES", "RASTER", "SPLIT_K"),
+    "small": ("BM", "BN", "WARPS_M", "WARPS_N", "WARPS_K"),
+}
+WGMMA_ORDER = ORDERS["wgmma"]
+SOURCES = ("rules_host.cpp", "wgmma_rules.cuh", "mma_rules.cuh", "small_rules.cuh")
 
 
 def _compiler() -> str:
@@ -35,81 +42,96 @@ def _compiler() -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def wgmma() -> ctypes.CDLL:
-    """The wgmma rules library (built on first use)."""
+def library() -> ctypes.CDLL:
+    """The rules library (built on first use)."""
     folder = resources.files("hgemm.evaluator.kernels")
     texts = {name: folder.joinpath(name).read_text() for name in SOURCES}
     cxx = _compiler()
     key = hashlib.sha256(("\0".join(texts[n] for n in SOURCES) + cxx).encode()).hexdigest()[:16]
-    lib = state_dir("rules") / f"wgmma-{key}.so"
+    lib = state_dir("rules") / f"rules-{key}.so"
     if not lib.exists():
         with tempfile.TemporaryDirectory(dir=state_dir("rules")) as tmp:
             for name, text in texts.items():
                 (Path(tmp) / name).write_text(text)
             out = Path(tmp) / "rules.so"
             done = subprocess.run([cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-o", str(out),
-                                   str(Path(tmp) / "wgmma_rules_host.cpp")], capture_output=True, text=True, timeout=120)
+                                   str(Path(tmp) / "rules_host.cpp")], capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
-                raise RuntimeError(f"the wgmma rules header does not build:\n{done.stderr[-2000:]}")
+                raise RuntimeError(f"the families' rules headers do not build:\n{done.stderr[-2000:]}")
             os.replace(out, lib)
     dll = ctypes.CDLL(str(lib))
     ip, ll = ctypes.POINTER(ctypes.c_int), ctypes.c_longlong
-    dll.wgmma_violation.restype, dll.wgmma_violation.argtypes = ctypes.c_char_p, [ip]
-    dll.wgmma_shape_violation.restype, dll.wgmma_shape_violation.argtypes = ctypes.c_char_p, [ip, ll, ll, ll]
-    dll.wgmma_bk.restype, dll.wgmma_bk.argtypes = ctypes.c_int, []
-    for name in ("wgmma_smem_bytes", "wgmma_tails", "wgmma_c_panel", "wgmma_wg_rows"):
+    for fam in ORDERS:
+        getattr(dll, f"{fam}_violation").restype = ctypes.c_char_p
+        getattr(dll, f"{fam}_violation").argtypes = [ip]
+        getattr(dll, f"{fam}_shape_violation").restype = ctypes.c_char_p
+        getattr(dll, f"{fam}_shape_violation").argtypes = [ip, ll, ll, ll]
+        getattr(dll, f"{fam}_smem_bytes").restype = ctypes.c_int
+        getattr(dll, f"{fam}_smem_bytes").argtypes = [ip]
+        getattr(dll, f"{fam}_walk").restype = ctypes.c_longlong
+        getattr(dll, f"{fam}_walk").argtypes = [ctypes.POINTER(ip), ip, ctypes.POINTER(ll)]
+    for name in ("wgmma_tails", "wgmma_c_panel", "wgmma_wg_rows", "mma_register_estimate", "small_register_estimate"):
         getattr(dll, name).restype, getattr(dll, name).argtypes = ctypes.c_int, [ip]
-    dll.wgmma_walk.restype = ctypes.c_longlong
-    dll.wgmma_walk.argtypes = [ctypes.POINTER(ip), ip, ctypes.POINTER(ll)]
+    dll.wgmma_bk.restype, dll.wgmma_bk.argtypes = ctypes.c_int, []
     return dll
 
 
-def bk() -> int:
-    """k per ring stage."""
-    return wgmma().wgmma_bk()
+def _vector(fam: str, params: dict) -> ctypes.Array:
+    order = ORDERS[fam]
+    return (ctypes.c_int * len(order))(*(int(params[k]) for k in order))
 
 
-def _vector(params: dict) -> ctypes.Array:
-    return (ctypes.c_int * len(WGMMA_ORDER))(*(int(params[k]) for k in WGMMA_ORDER))
+def _text(value: bytes | None) -> str | None:
+    return value.decode() if value else None
 
 
-def violation(params: dict) -> str | None:
+def violation(params: dict, fam: str = "wgmma") -> str | None:
     """The first rule the parameters break, in the header's words, or None."""
-    text = wgmma().wgmma_violation(_vector(params))
-    return text.decode() if text else None
+    return _text(getattr(library(), f"{fam}_violation")(_vector(fam, params)))
 
 
-def shape_violation(params: dict, M: int, N: int, K: int) -> str | None:
+def shape_violation(params: dict, M: int, N: int, K: int, fam: str = "wgmma") -> str | None:
     """The first rule the shape breaks for these parameters (what the kernel's hgemm_supports refuses), or None."""
-    text = wgmma().wgmma_shape_violation(_vector(params), M, N, K)
-    return text.decode() if text else None
+    return _text(getattr(library(), f"{fam}_shape_violation")(_vector(fam, params), M, N, K))
 
 
-def smem_bytes(params: dict) -> int:
-    return wgmma().wgmma_smem_bytes(_vector(params))
+def smem_bytes(params: dict, fam: str = "wgmma") -> int:
+    """Dynamic shared memory the kernel requests for these parameters."""
+    return getattr(library(), f"{fam}_smem_bytes")(_vector(fam, params))
+
+
+def register_estimate(params: dict, fam: str) -> int:
+    """The header's rough registers per thread (mma and small families)."""
+    return getattr(library(), f"{fam}_register_estimate")(_vector(fam, params))
+
+
+def bk() -> int:
+    """The wgmma family's k per ring stage."""
+    return library().wgmma_bk()
 
 
 def tails(params: dict) -> bool:
-    return bool(wgmma().wgmma_tails(_vector(params)))
+    return bool(library().wgmma_tails(_vector("wgmma", params)))
 
 
 def c_panel(params: dict) -> int:
-    return wgmma().wgmma_c_panel(_vector(params))
+    return library().wgmma_c_panel(_vector("wgmma", params))
 
 
 def wg_rows(params: dict) -> int:
-    return wgmma().wgmma_wg_rows(_vector(params))
+    return library().wgmma_wg_rows(_vector("wgmma", params))
 
 
-def walk(space: dict[str, tuple]) -> tuple[int, int, int]:
+def walk(space: dict[str, tuple], fam: str = "wgmma") -> tuple[int, int, int]:
     """Every point of a declared space through the compiled rules: (points, accepted, accepted points that
     break what the formulas promise)."""
-    arrays = [(ctypes.c_int * len(space[k]))(*space[k]) for k in WGMMA_ORDER]
+    order = ORDERS[fam]
+    arrays = [(ctypes.c_int * len(space[k]))(*space[k]) for k in order]
     values = (ctypes.POINTER(ctypes.c_int) * len(arrays))(*(ctypes.cast(a, ctypes.POINTER(ctypes.c_int)) for a in arrays))
-    counts = (ctypes.c_int * len(arrays))(*(len(space[k]) for k in WGMMA_ORDER))
+    counts = (ctypes.c_int * len(arrays))(*(len(space[k]) for k in order))
     accepted = ctypes.c_longlong()
-    broken = wgmma().wgmma_walk(values, counts, ctypes.byref(accepted))
+    broken = getattr(library(), f"{fam}_walk")(values, counts, ctypes.byref(accepted))
     points = 1
-    for k in WGMMA_ORDER:
+    for k in order:
         points *= len(space[k])
     return points, accepted.value, broken

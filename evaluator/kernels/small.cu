@@ -15,21 +15,19 @@
 //
 // Parameters (#define HG_*): BM, BN, WARPS_M, WARPS_N, WARPS_K.
 #include "mma_common.cuh"
+#include "small_rules.cuh"
 
 namespace {
 
 constexpr int BM = HG_BM, BN = HG_BN;
 constexpr int WARPS_M = HG_WARPS_M, WARPS_N = HG_WARPS_N, WARPS_K = HG_WARPS_K;
+constexpr small_rules::Params P{BM, BN, WARPS_M, WARPS_N, WARPS_K};
+static_assert(small_rules::violation(P) == nullptr, "these parameters break a rule of small_rules.cuh");
 constexpr int THREADS = 32 * WARPS_M * WARPS_N * WARPS_K;
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
 constexpr int MI = WM / 16, NI = WN / 8;
-constexpr int ACC = MI * NI * 4;  // accumulators per thread
-constexpr int RED_BYTES = (WARPS_K - 1) * WARPS_M * WARPS_N * ACC * 32 * 4;
-constexpr int SMEM_BYTES = RED_BYTES;
-
-static_assert(BM % WARPS_M == 0 && BN % WARPS_N == 0, "warps must divide the tile");
-static_assert(WM % 16 == 0 && WN % 8 == 0, "warp tile must be a multiple of 16x8");
-static_assert(THREADS <= 1024, "too many threads");
+constexpr int ACC = small_rules::accumulators(P);  // accumulators per thread
+constexpr int SMEM_BYTES = small_rules::smem_bytes(P);  // the K-warp reduction buffer
 
 struct Frags {
     uint4 a[MI][2];  // rows g and g+8 of each 16-row block
@@ -145,7 +143,7 @@ __global__ void __launch_bounds__(THREADS)
 
 }  // namespace
 
-extern "C" int hgemm_supports(int M, int N, int K) { return (M > 0 && N > 0 && K > 0 && K % 8 == 0) ? 1 : 0; }
+extern "C" int hgemm_supports(int M, int N, int K) { return small_rules::shape_violation(P, M, N, K) == nullptr ? 1 : 0; }
 
 extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __half* C, int M, int N, int K,
                          void* workspace, size_t workspace_bytes, cudaStream_t stream) {

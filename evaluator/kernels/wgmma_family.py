@@ -133,10 +133,10 @@ class WgmmaFamily(Family):
         reason = super().check(params, M, N, K, gpu)
         if reason:
             return reason
-        why = rules.violation(params)
+        why = rules.violation(params, "wgmma")
         if why:
             return f"{self.name}: {why}"
-        why = rules.shape_violation(params, M, N, K)
+        why = rules.shape_violation(params, M, N, K, "wgmma")
         if why:
             tile = f"{params['bm'] * params['cluster_m']}x{params['bn']}"
             return f"{self.name}: {M}x{N}x{K}, tile {tile}, split_k {params['split_k']}: {why}"
