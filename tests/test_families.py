@@ -58,7 +58,9 @@ def test_check_rejects_unknown_missing_and_out_of_space(name):
     missing = {k: v for k, v in good.items() if k != first}
     assert "missing parameters" in fam.check(missing, 1024, 1024, 1024)
     assert "not in" in fam.check({**good, "BM": 48}, 1024, 1024, 1024)
-    assert "multiple of 8" in fam.check(good, 1024, 1024, 1020)
+    assert "KVEC must be the widest load" in fam.check(good, 1024, 1024, 1020)  # K % 8 != 0: narrower loads
+    narrow = fam.default_params(1024, 1024, 1020)
+    assert narrow["KVEC"] == 2 and fam.check(narrow, 1024, 1024, 1020) is None
 
 
 @pytest.mark.parametrize(

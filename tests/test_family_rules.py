@@ -54,8 +54,10 @@ def test_resource_formulas_come_from_the_header():
     p = {**OPTIONAL, **FAMILY.default_params(4096, 4096, 4096, H100)}
     assert rules.smem_bytes(p) == FAMILY.smem_bytes(p) and rules.bk() == 64
     assert rules.wg_rows({**p, "pingpong": 1, "bn": 192}) == p["bm"] and rules.c_panel({**p, "bn": 160}) == 32
-    assert rules.tails(p) and not rules.tails({**p, "epilogue": 0})
-    assert rules.shape_violation(p, 4096, 4096, 4000) == "K must be a multiple of 64"
+    assert rules.shape_violation(p, 4096, 4096, 4000) is None  # the last k-block is partial: TMA zero-fills it
+    assert "K must be a multiple of 8" in rules.shape_violation(p, 4096, 4096, 4001)
+    assert "N must be a multiple of 8" in rules.shape_violation(p, 4096, 4100, 4096)
+    assert rules.shape_violation(p, 1, 4096, 4096) is None and rules.shape_violation(p, 77, 5120, 5120) is None
 
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")

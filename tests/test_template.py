@@ -254,8 +254,8 @@ def test_archive_attempts_are_skipped_and_seed_the_search():
     proposed2, _ = drive(second, evaluator, *shape, rounds=2, archive=archive)
     assert proposed2
     assert not {c.hash for c in proposed1} & {c.hash for c in proposed2}
-    best_before = min((r.median_us("offline"), c.hash) for c, r in results1 if r.ok)[1]
-    assert any(best_before in c.parents for c in proposed2), "the archived best is grown from"
+    archived_ok = {c.hash for c, r in results1 if r.ok}
+    assert any(set(c.parents) & archived_ok for c in proposed2), "archived winners are grown from"
     archive.close()
 
 

@@ -20,6 +20,29 @@ HG_DEVICE void hg_cp_async16(uint32_t dst, const void* src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_size));
 }
 
+// Eight consecutive halfs of one row, [k, k + 8), read KVEC halfs at a time (the row's alignment allows no
+// wider load); zeros past `K` and for rows past the last (`valid` false).
+template <int KVEC>
+HG_DEVICE uint4 hg_load8_narrow(const __half* row, int k, int K, bool valid) {
+    uint32_t w[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const int kk = k + 2 * e;
+        if constexpr (KVEC == 2) {
+            w[e] = valid && kk < K ? __ldg(reinterpret_cast<const unsigned int*>(row + kk)) : 0u;
+        } else {
+            const uint32_t lo = valid && kk < K ? __ldg(reinterpret_cast<const unsigned short*>(row + kk)) : 0u;
+            const uint32_t hi = valid && kk + 1 < K ? __ldg(reinterpret_cast<const unsigned short*>(row + kk + 1)) : 0u;
+            w[e] = lo | (hi << 16);
+        }
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+HG_DEVICE void hg_st_shared16(uint32_t dst, uint4 v) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+
 HG_DEVICE void hg_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N>

@@ -29,6 +29,7 @@ MMA_SPACE: dict[str, tuple] = {
     "WARPS_N": (1, 2, 4),
     "STAGES": (2, 3, 4, 5, 6),
     "RASTER": (1, 4, 8, 16),
+    "KVEC": (1, 2, 8),  # halfs per global load along K: the widest K allows (mma_rules::widest_kvec)
 }
 SPLIT_K_VALUES = (2, 3, 4, 6, 8, 16)
 
@@ -47,7 +48,18 @@ TILES = (
 
 
 def _full(p: Params) -> Params:
-    return {**p, "SPLIT_K": p.get("SPLIT_K", 1)}
+    """Parameters added later take the value older archived kernels were built with."""
+    return {**p, "SPLIT_K": p.get("SPLIT_K", 1), "KVEC": p.get("KVEC", 8)}
+
+
+def widest_kvec(K: int) -> int:
+    """The widest global load along K that K's row alignment allows (the rules header says the same)."""
+    return next(v for v in reversed(MMA_SPACE["KVEC"]) if rules.shape_violation(_kvec_probe(v), 1, 1, K, "mma") is None)
+
+
+def _kvec_probe(kvec: int) -> Params:
+    return {"BM": 64, "BN": 64, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 2, "RASTER": 1, "SPLIT_K": 1,
+            "KVEC": kvec}  # fmt: skip
 
 
 def smem_bytes(p: Params) -> int:
@@ -97,10 +109,11 @@ class MmaFamily(InliningFamily):
     tuning: tuple[str, ...] = ("RASTER", "STAGES")
     description: str = (
         "mma.sync m16n8k16 + ldmatrix + cp.async multistage pipeline, swizzled smem, raster order, "
-        "smem-staged 16-byte epilogue; any M, N; K % 8 == 0"
+        "smem-staged 16-byte epilogue; any M, N, K"
     )
 
     def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
+        params = {**params, "KVEC": params.get("KVEC", 8)}
         reason = super().check(params, M, N, K, gpu)
         return reason if reason else check_mma(params, M, N, K, gpu)
 
@@ -110,7 +123,8 @@ class MmaFamily(InliningFamily):
     def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params:
         bm, bn, wm, wn = _pick_tile(M, N, sm_count(gpu))
         bk, stages = _pipeline(K, bm, bn)
-        return {"BM": bm, "BN": bn, "BK": bk, "WARPS_M": wm, "WARPS_N": wn, "STAGES": stages, "RASTER": 8}
+        return {"BM": bm, "BN": bn, "BK": bk, "WARPS_M": wm, "WARPS_N": wn, "STAGES": stages, "RASTER": 8,
+                "KVEC": widest_kvec(K)}  # fmt: skip
 
 
 @dataclass
@@ -152,4 +166,5 @@ class MmaSplitKFamily(MmaFamily):
             "STAGES": stages,
             "RASTER": 8,
             "SPLIT_K": split,
+            "KVEC": widest_kvec(K),
         }

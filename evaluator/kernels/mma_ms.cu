@@ -8,13 +8,15 @@
 // XOR-swizzled shared memory (16-byte chunk c of row r lives at chunk c ^ f(r), so the eight
 // rows of every ldmatrix phase hit distinct banks). CTAs are ordered in groups of RASTER
 // tile-rows for L2 reuse. Loads are predicated with cp.async zero-fill, so M and N may be
-// anything; K must be a multiple of 8 (16-byte rows), which hgemm_supports states.
+// anything. K % 8 == 0 gives 16-byte rows (KVEC 8); otherwise rows are read 4 or 2 bytes at a time
+// (KVEC 2 or 1) with plain loads stored straight into the stage, and the pipeline's cp.async groups
+// are empty (hgemm_supports asks for the widest KVEC that K allows).
 // SPLIT_K == 1: the C tile is staged through shared memory and written with 16-byte stores
 // (scalar stores where N % 8 != 0). SPLIT_K > 1: blockIdx.y picks a K range, each split writes
 // its whole fp32 partial tile into the workspace (so garbage there never matters), and a
 // second kernel sums the partials into C.
 //
-// Parameters (#define HG_*): BM, BN, BK, WARPS_M, WARPS_N, STAGES, RASTER, SPLIT_K.
+// Parameters (#define HG_*): BM, BN, BK, WARPS_M, WARPS_N, STAGES, RASTER, SPLIT_K, KVEC.
 #include "mma_common.cuh"
 #include "mma_rules.cuh"
 
@@ -22,8 +24,8 @@ namespace {
 
 constexpr int BM = HG_BM, BN = HG_BN, BK = HG_BK;
 constexpr int WARPS_M = HG_WARPS_M, WARPS_N = HG_WARPS_N;
-constexpr int STAGES = HG_STAGES, RASTER = HG_RASTER, SPLIT_K = HG_SPLIT_K;
-constexpr mma_rules::Params P{BM, BN, BK, WARPS_M, WARPS_N, STAGES, RASTER, SPLIT_K};
+constexpr int STAGES = HG_STAGES, RASTER = HG_RASTER, SPLIT_K = HG_SPLIT_K, KVEC = HG_KVEC;
+constexpr mma_rules::Params P{BM, BN, BK, WARPS_M, WARPS_N, STAGES, RASTER, SPLIT_K, KVEC};
 static_assert(mma_rules::violation(P) == nullptr, "these parameters break a rule of mma_rules.cuh");
 constexpr int THREADS = 32 * WARPS_M * WARPS_N;
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
@@ -53,7 +55,11 @@ HG_DEVICE void load_tile(uint32_t dst, const __half* src, int rows, int K, int r
             int gr = r0 + r, gk = k0 + c * 8;
             bool valid = gr < rows && gk < K;
             const __half* p = valid ? src + (size_t)gr * K + gk : src;
-            hg_cp_async16(dst + swz(r, c), p, valid);
+            if constexpr (KVEC == 8) {
+                hg_cp_async16(dst + swz(r, c), p, valid);
+            } else {  // unaligned rows: plain narrow loads, stored at once (the stage is free: see the main loop)
+                hg_st_shared16(dst + swz(r, c), hg_load8_narrow<KVEC>(valid ? src + (size_t)gr * K : src, gk, K, valid));
+            }
         }
     }
 }

@@ -9,8 +9,12 @@ constexpr int MAX_ACCUMULATORS = 128;               // fp32 accumulators per thr
 constexpr int MAX_THREADS = 1024;
 
 struct Params {
-  int bm, bn, bk, warps_m, warps_n, stages, raster, split_k;
+  int bm, bn, bk, warps_m, warps_n, stages, raster, split_k, kvec;
 };
+
+// Halfs per global load along K: 16-byte loads (cp.async) need 16-byte rows, K % 8 == 0; otherwise rows
+// are read 4 bytes (K even) or 2 bytes at a time. The kernel is rendered for the widest load K allows.
+constexpr int widest_kvec(long long K) { return K % 8 == 0 ? 8 : K % 2 == 0 ? 2 : 1; }
 
 constexpr int threads(const Params& p) { return 32 * p.warps_m * p.warps_n; }
 constexpr int wm(const Params& p) { return p.bm / p.warps_m; }
@@ -37,6 +41,7 @@ constexpr const char* violation(const Params& p) {
   if (register_estimate(p) > register_budget(p)) return "too many registers per thread for the block's threads";
   if (p.stages < 2) return "the pipeline needs at least two stages";
   if (p.split_k < 1) return "SPLIT_K must be positive";
+  if (p.kvec != 1 && p.kvec != 2 && p.kvec != 8) return "KVEC must be 1, 2 or 8";
   return nullptr;
 }
 
@@ -46,7 +51,7 @@ constexpr long long partial_bytes(const Params& p, long long M, long long N) {
 
 constexpr const char* shape_violation(const Params& p, long long M, long long N, long long K) {
   if (M <= 0 || N <= 0 || K <= 0) return "empty shape";
-  if (K % 8) return "K must be a multiple of 8 (rows must be 16-byte aligned)";
+  if (p.kvec != widest_kvec(K)) return "KVEC must be the widest load K allows (8 if K % 8 == 0, else 2 if K is even, else 1)";
   if (partial_bytes(p, M, N) > WORKSPACE_BYTES) return "split-K partials exceed the 64 MiB workspace";
   if (p.split_k > (K + p.bk - 1) / p.bk) return "more K splits than K tiles";
   return nullptr;

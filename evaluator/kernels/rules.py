@@ -27,8 +27,8 @@ from hgemm.core.paths import state_dir
 ORDERS = {
     "wgmma": ("bm", "bn", "stages", "consumers", "group_m", "persistent", "epilogue", "cluster_m", "pingpong",
               "split_k", "split_dsmem", "epi_panels", "stream_k"),
-    "mma": ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES", "RASTER", "SPLIT_K"),
-    "small": ("BM", "BN", "WARPS_M", "WARPS_N", "WARPS_K"),
+    "mma": ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES", "RASTER", "SPLIT_K", "KVEC"),
+    "small": ("BM", "BN", "WARPS_M", "WARPS_N", "WARPS_K", "KVEC"),
 }
 WGMMA_ORDER = ORDERS["wgmma"]
 SOURCES = ("rules_host.cpp", "wgmma_rules.cuh", "mma_rules.cuh", "small_rules.cuh")
@@ -70,7 +70,7 @@ def library() -> ctypes.CDLL:
         getattr(dll, f"{fam}_smem_bytes").argtypes = [ip]
         getattr(dll, f"{fam}_walk").restype = ctypes.c_longlong
         getattr(dll, f"{fam}_walk").argtypes = [ctypes.POINTER(ip), ip, ctypes.POINTER(ll)]
-    for name in ("wgmma_tails", "wgmma_c_panel", "wgmma_wg_rows", "mma_register_estimate", "small_register_estimate"):
+    for name in ("wgmma_c_panel", "wgmma_wg_rows", "mma_register_estimate", "small_register_estimate"):
         getattr(dll, name).restype, getattr(dll, name).argtypes = ctypes.c_int, [ip]
     dll.wgmma_bk.restype, dll.wgmma_bk.argtypes = ctypes.c_int, []
     return dll
@@ -108,10 +108,6 @@ def register_estimate(params: dict, fam: str) -> int:
 def bk() -> int:
     """The wgmma family's k per ring stage."""
     return library().wgmma_bk()
-
-
-def tails(params: dict) -> bool:
-    return bool(library().wgmma_tails(_vector("wgmma", params)))
 
 
 def c_panel(params: dict) -> int:

@@ -40,7 +40,7 @@ long long walk(const int* const* values, const int* counts, long long* accepted,
 using W = wgmma_rules::Params;
 using M = mma_rules::Params;
 using S = small_rules::Params;
-constexpr int WN = 13, MN = 8, SN = 5;
+constexpr int WN = 13, MN = 9, SN = 6;
 
 }  // namespace
 
@@ -52,7 +52,6 @@ const char* wgmma_shape_violation(const int* v, long long m, long long n, long l
   return wgmma_rules::shape_violation(params<W, WN>(v), m, n, k);
 }
 int wgmma_smem_bytes(const int* v) { return wgmma_rules::smem_bytes(params<W, WN>(v)); }
-int wgmma_tails(const int* v) { return wgmma_rules::tails(params<W, WN>(v)) ? 1 : 0; }
 int wgmma_c_panel(const int* v) { return wgmma_rules::c_panel(params<W, WN>(v)); }
 int wgmma_wg_rows(const int* v) { return wgmma_rules::wg_rows(params<W, WN>(v)); }
 long long wgmma_walk(const int* const* values, const int* counts, long long* accepted) {

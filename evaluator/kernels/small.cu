@@ -11,17 +11,18 @@
 // operands. The next chunk's fragments are loaded before the current one is multiplied.
 // Warps with the same (m, n) but different K chunks are summed through shared memory, then
 // the K-warp 0 writes C with half2 stores (scalar where N is odd). Out-of-range rows and K
-// chunks load zeros; K must be a multiple of 8, which hgemm_supports states.
+// chunks load zeros. K % 8 == 0 gives 16-byte loads (KVEC 8); otherwise each 8-value run is read 4 or
+// 2 bytes at a time (KVEC 2 or 1; hgemm_supports asks for the widest KVEC that K allows).
 //
-// Parameters (#define HG_*): BM, BN, WARPS_M, WARPS_N, WARPS_K.
+// Parameters (#define HG_*): BM, BN, WARPS_M, WARPS_N, WARPS_K, KVEC.
 #include "mma_common.cuh"
 #include "small_rules.cuh"
 
 namespace {
 
 constexpr int BM = HG_BM, BN = HG_BN;
-constexpr int WARPS_M = HG_WARPS_M, WARPS_N = HG_WARPS_N, WARPS_K = HG_WARPS_K;
-constexpr small_rules::Params P{BM, BN, WARPS_M, WARPS_N, WARPS_K};
+constexpr int WARPS_M = HG_WARPS_M, WARPS_N = HG_WARPS_N, WARPS_K = HG_WARPS_K, KVEC = HG_KVEC;
+constexpr small_rules::Params P{BM, BN, WARPS_M, WARPS_N, WARPS_K, KVEC};
 static_assert(small_rules::violation(P) == nullptr, "these parameters break a rule of small_rules.cuh");
 constexpr int THREADS = 32 * WARPS_M * WARPS_N * WARPS_K;
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
@@ -35,8 +36,13 @@ struct Frags {
 };
 
 HG_DEVICE uint4 load16(const __half* base, int row, int rows, int k, int K) {
-    if (row < rows && k < K) return __ldg(reinterpret_cast<const uint4*>(base + (size_t)row * K + k));
-    return make_uint4(0u, 0u, 0u, 0u);
+    if constexpr (KVEC == 8) {
+        if (row < rows && k < K) return __ldg(reinterpret_cast<const uint4*>(base + (size_t)row * K + k));
+        return make_uint4(0u, 0u, 0u, 0u);
+    } else {
+        const bool valid = row < rows;
+        return hg_load8_narrow<KVEC>(valid ? base + (size_t)row * K : base, k, K, valid);
+    }
 }
 
 HG_DEVICE void load_frags(Frags& f, const __half* A, const __half* Bt, int M, int N, int K, int mw, int nw,

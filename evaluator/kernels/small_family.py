@@ -17,6 +17,7 @@ from hgemm.evaluator.kernels import rules
 from hgemm.evaluator.kernels.family import Params
 from hgemm.evaluator.kernels.inline import InliningFamily
 from hgemm.evaluator.kernels.limits import cdiv, sm_count, smem_limit
+from hgemm.evaluator.kernels.mma_family import widest_kvec
 
 from hgemm.core.record import GpuInfo
 
@@ -26,6 +27,7 @@ SMALL_SPACE: dict[str, tuple] = {
     "WARPS_M": (1, 2, 4),
     "WARPS_N": (1, 2, 4),
     "WARPS_K": (1, 2, 4, 8),
+    "KVEC": (1, 2, 8),  # halfs per global load along K: the widest K allows (mma_rules::widest_kvec)
 }
 # (BM, BN, WARPS_M, WARPS_N), largest first.
 TILES = (
@@ -39,9 +41,14 @@ TILES = (
 )
 
 
+def _full(p: Params) -> Params:
+    """KVEC came later: older archived kernels were built with 16-byte loads."""
+    return {**p, "KVEC": p.get("KVEC", 8)}
+
+
 def smem_bytes(p: Params) -> int:
     """The K-warp reduction buffer: every non-first K warp parks its accumulators."""
-    return rules.smem_bytes(p, "small")
+    return rules.smem_bytes(_full(p), "small")
 
 
 @dataclass
@@ -51,10 +58,11 @@ class SmallFamily(InliningFamily):
     space: dict[str, tuple] = field(default_factory=lambda: dict(SMALL_SPACE))
     description: str = (
         "small shapes: mma.sync fragments loaded straight from global memory, K chunks spread over "
-        "warps and summed in smem; one launch, no workspace; any M, N; K % 8 == 0"
+        "warps and summed in smem; one launch, no workspace; any M, N, K"
     )
 
     def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
+        params = _full(params)
         reason = super().check(params, M, N, K, gpu)
         if reason:
             return reason
@@ -65,6 +73,9 @@ class SmallFamily(InliningFamily):
             return f"reduction buffer {smem_bytes(params)} B exceeds {smem_limit(gpu)} B"
         return None
 
+    def render(self, params: Params) -> str:
+        return super().render(_full(params))
+
     def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params:
         target = sm_count(gpu)
         bm, bn, wm, wn = next(
@@ -73,7 +84,7 @@ class SmallFamily(InliningFamily):
         )
         chunks_per_warp = cdiv(cdiv(K, 32), 4)
         warps_k = next((w for w in SMALL_SPACE["WARPS_K"] if w >= chunks_per_warp), 8)
-        params = {"BM": bm, "BN": bn, "WARPS_M": wm, "WARPS_N": wn, "WARPS_K": warps_k}
+        params = {"BM": bm, "BN": bn, "WARPS_M": wm, "WARPS_N": wn, "WARPS_K": warps_k, "KVEC": widest_kvec(K)}
         while params["WARPS_K"] > 1 and rules.violation(params, "small") is not None:
             params["WARPS_K"] //= 2
         return params

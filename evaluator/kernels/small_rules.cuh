@@ -2,13 +2,15 @@
 // The small family's rules and resource formulas, written once: the template includes this header, the
 // search reads it through a host build (evaluator/kernels/rules.py). Plain C++17, no CUDA.
 
+#include "mma_rules.cuh"
+
 namespace small_rules {
 
 constexpr int MAX_ACCUMULATORS = 64;
 constexpr int MAX_THREADS = 1024;
 
 struct Params {
-  int bm, bn, warps_m, warps_n, warps_k;
+  int bm, bn, warps_m, warps_n, warps_k, kvec;  // kvec: halfs per global load along K (mma_rules::widest_kvec)
 };
 
 constexpr int threads(const Params& p) { return 32 * p.warps_m * p.warps_n * p.warps_k; }
@@ -31,12 +33,14 @@ constexpr const char* violation(const Params& p) {
   if (accumulators(p) > MAX_ACCUMULATORS) return "too many accumulators per thread";
   if (threads(p) > MAX_THREADS) return "too many threads per block";
   if (register_estimate(p) > register_budget(p)) return "too many registers per thread for the block's threads";
+  if (p.kvec != 1 && p.kvec != 2 && p.kvec != 8) return "KVEC must be 1, 2 or 8";
   return nullptr;
 }
 
-constexpr const char* shape_violation(const Params&, long long M, long long N, long long K) {
+constexpr const char* shape_violation(const Params& p, long long M, long long N, long long K) {
   if (M <= 0 || N <= 0 || K <= 0) return "empty shape";
-  if (K % 8) return "K must be a multiple of 8 (rows must be 16-byte aligned)";
+  if (p.kvec != mma_rules::widest_kvec(K))
+    return "KVEC must be the widest load K allows (8 if K % 8 == 0, else 2 if K is even, else 1)";
   return nullptr;
 }
 

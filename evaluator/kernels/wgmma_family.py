@@ -1,8 +1,8 @@
 """Family "wgmma": Hopper (sm_90a) TMA + wgmma warp-specialised HGEMM kernels (template wgmma_ws.cu).
 
 - The family's rules and resource formulas (which parameter sets and shapes are valid, rows per consumer,
-  C panels, shared memory, tails) are written once, in wgmma_rules.cuh: the kernel includes it, and
-  `check`, `shared_bytes`, `tails` and friends read it through its host build (evaluator/kernels/rules.py).
+  C panels, shared memory, shape rules) are written once, in wgmma_rules.cuh: the kernel includes it, and
+  `check`, `shared_bytes` and friends read it through its host build (evaluator/kernels/rules.py).
 - `render` returns one self-contained `.cu` with every parameter defined (parameters added after a
   configuration was archived take the values in OPTIONAL) and the included headers inlined.
 - This module holds what only the search needs: the declared space, the default choice per shape, the
@@ -102,11 +102,6 @@ def shared_bytes(params: Params) -> int:
     return rules.smem_bytes({**OPTIONAL, **params})
 
 
-def tails(params: Params) -> bool:
-    """Whether the kernel may take M and N that its tile does not divide."""
-    return rules.tails({**OPTIONAL, **params})
-
-
 def wg_rows(params: Params) -> int:
     """Tile rows one consumer warpgroup computes: all of them in ping-pong, a share otherwise."""
     return rules.wg_rows({**OPTIONAL, **params})
@@ -197,7 +192,8 @@ class WgmmaFamily(Family):
 
     def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params | None:
         """The measured-best configuration class for the shape (H200 sweeps, experiments/NOTES.md), or None
-        when no tile divides it.
+        when TMA cannot take the shape (K or N not a multiple of 8). Tiles may overhang M and N: a partial tile
+        costs as much as a whole one, which the estimate below counts.
 
         - Enough 128x256 tiles for every SM (and M % 256 == 0): 128x256, two consumers, 2x1 cluster
           with multicast Bt, TMA-store epilogue through the two-panel C ring (0.97-0.98x cuBLAS at
@@ -209,16 +205,12 @@ class WgmmaFamily(Family):
           64x64: 0.43, from 4096^3 and 8192x8192x4096); 128-row tiles use two consumers, 64-row one.
         """
         sms = gpu.sm_count if gpu is not None and gpu.sm_count else 132
-        if K % BK:
+        if K % 8 or N % 8:
             return None
-        k_blocks = K // BK
+        k_blocks = -(-K // BK)
         base = {"group_m": 8, "persistent": 1, "epilogue": 1, "cluster_m": 1, "pingpong": 0, "split_k": 1,
                 "split_dsmem": 0, "epi_panels": 0}  # fmt: skip
-        fits = [
-            (bm, bn, c, (M // bm) * (N // bn)) for bm, bn, c in TILE_CLASSES if M % bm == 0 and N % bn == 0
-        ]
-        if not fits:
-            return None
+        fits = [(bm, bn, c, -(-M // bm) * -(-N // bn)) for bm, bn, c in TILE_CLASSES]
 
         def est(fit: tuple[int, int, int, int]) -> float:
             bm, bn, _, tiles = fit
@@ -232,12 +224,12 @@ class WgmmaFamily(Family):
             params["epi_panels"] = 2
             if M % 256 == 0:
                 params["cluster_m"] = 2
-                waves_192, waves_256 = -(-(M // 128) * -(-N // 192) // sms), -(-tiles // sms)
+                waves_192, waves_256 = -(-(-(-M // 128) * -(-N // 192)) // sms), -(-tiles // sms)
                 if waves_192 * 192 <= waves_256 * 256:
                     # Each consumer its own 128x192 tile (H100: 12288x4096x512 86.4 -> 80.8 us,
                     # 16384x16384x1024 761 -> 741 us; experiments/NOTES.md).
                     params.update(bn=192, pingpong=1)
-        if k_blocks <= 4 and M % 128 == 0 and N % 128 == 0 and (M // 128) * (N // 128) >= 2 * sms:
+        if k_blocks <= 4 and -(-M // 128) * -(-N // 128) >= 2 * sms:
             # Short K, many tiles: the epilogue costs as much as the main loop, and ping-pong consumers
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
@@ -246,16 +238,15 @@ class WgmmaFamily(Family):
             # slices sum in the cluster's shared memory (H200: 2048x256x4096 0.79 -> 0.94x); deeper
             # splits go through the workspace (1024x128x16384: 8 slices 0.90x there, 0.61x in DSMEM).
             for sbm, sbn in ((64, 128), (64, 64), (128, 128)):
-                if M % sbm == 0 and N % sbn == 0:
-                    stiles = (M // sbm) * (N // sbn)
-                    splits = [s for s in self.space["split_k"] if stiles * s <= sms and k_blocks // s >= 12]
-                    if splits and max(splits) > 1:
-                        bm, bn, split = sbm, sbn, max(splits)
-                        params = {**base, "bm": bm, "bn": bn, "consumers": 1 if bm == 64 else 2,
-                                  "epilogue": 0, "split_k": split}  # fmt: skip
-                        if split <= 4:
-                            params.update(split_dsmem=1, persistent=0)
-                        break
+                stiles = -(-M // sbm) * -(-N // sbn)
+                splits = [s for s in self.space["split_k"] if stiles * s <= sms and k_blocks // s >= 12]
+                if splits and max(splits) > 1:
+                    bm, bn, split = sbm, sbn, max(splits)
+                    params = {**base, "bm": bm, "bn": bn, "consumers": 1 if bm == 64 else 2,
+                              "epilogue": 0, "split_k": split}  # fmt: skip
+                    if split <= 4:
+                        params.update(split_dsmem=1, persistent=0)
+                    break
         for stages in (8, 7, 6, 5, 4, 3, 2):
             candidate = {**params, "stages": stages}
             if self.check(candidate, M, N, K, gpu) is None:

@@ -23,8 +23,6 @@ constexpr int b_bytes(const Params& p) { return p.bn * BK * 2; }
 constexpr int c_bytes(const Params& p) {
   return (p.epilogue && p.split_k == 1) ? p.consumers * wg_rows(p) * c_cols(p) * 2 : 0;
 }
-// M and N may be ragged when every C store is a TMA store of C panels (TMA clips at M and N).
-constexpr bool tails(const Params& p) { return p.epilogue && p.split_k == 1 && !p.stream_k; }
 // Shared layout from a 1024-aligned base: A ring, B ring, C staging (or the parked DSMEM partial, which
 // reuses the ring), then 2 * stages + 2 barriers and 1024 bytes of alignment slack.
 constexpr int off_b(const Params& p) { return p.stages * a_bytes(p); }
@@ -63,14 +61,16 @@ constexpr const char* violation(const Params& p) {
 }
 
 // The first rule the shape M x N x K breaks for `p` (what hgemm_supports refuses), or nullptr.
+constexpr long long k_blocks(long long K) { return (K + BK - 1) / BK; }  // the last may be partial
+
+// The first rule the shape M x N x K breaks for `p` (what hgemm_supports refuses), or nullptr. Any M; partial
+// tiles in M, N and K are loaded by TMA with zero fill and stored clipped (TMA) or predicated (the other
+// stores), so only TMA's own rule remains: every row of A, Bt and C starts 16-byte aligned.
 constexpr const char* shape_violation(const Params& p, long long M, long long N, long long K) {
   if (M <= 0 || N <= 0 || K <= 0) return "empty shape";
-  if (K % BK) return "K must be a multiple of 64";
-  const bool tiled = M % (static_cast<long long>(p.bm) * p.cluster_m) == 0 && N % p.bn == 0;
-  if (!tiled && !(tails(p) && M % 64 == 0 && N % 64 == 0))
-    return "M x N must be a multiple of the tile (a partial last tile needs M, N multiples of 64 and the "
-           "TMA-store epilogue without split-K or stream-K)";
-  if (K / BK < p.split_k) return "fewer k-blocks than split_k";
+  if (K % 8) return "K must be a multiple of 8 (TMA needs 16-byte rows of A and Bt)";
+  if (N % 8) return "N must be a multiple of 8 (TMA needs 16-byte rows of C)";
+  if (k_blocks(K) < p.split_k) return "fewer k-blocks than split_k";
   if (p.split_k > 1 && !dsmem(p) && static_cast<long long>(p.split_k) * M * N * 4 > WORKSPACE_BYTES)
     return "split-K partials exceed the 64 MiB workspace";
   return nullptr;

@@ -17,7 +17,9 @@
 //
 // Invariants:
 // - Every rule on the parameters and on the shapes, and every resource formula the search also needs
-//   (rows per consumer, C panels, shared memory, tails), is in wgmma_rules.cuh and nowhere else.
+//   (rows per consumer, C panels, shared memory, shape rules), is in wgmma_rules.cuh and nowhere else.
+// - Any M; N and K multiples of 8 (TMA's 16-byte rows). Partial tiles in M, N and K load zeros (TMA fill);
+//   C is stored clipped by TMA or predicated at M and N by the other stores.
 // - A is M x K and Bt is N x K, both K-major; BK = 64, so a tile row is one 128-byte swizzle row.
 // - Slice s covers k-blocks [s*KB/SPLIT_K, (s+1)*KB/SPLIT_K); every partial is written in full, so the
 //   garbage workspace never reaches C.
@@ -227,7 +229,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   (void)C;
   // Panel p goes to ring slot panels % 2; the store that used that slot before was committed two
   // stores ago, so waiting until at most one store still reads shared memory frees it. A panel past M or
-  // N (the last tile row or column, wgmma_rules::tails) is staged but not stored; its bulk group is committed empty, so
+  // N (the last tile row or column) is staged but not stored; its bulk group is committed empty, so
   // the count of groups stays one per panel.
   uint8_t* ring = c_smem + wg * WG_ROWS * C_COLS * 2;
 #pragma unroll
@@ -263,20 +265,21 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
 #else
   (void)tmC;
   (void)c_smem;
-  (void)M;
   (void)wg;
   (void)panels;
   for_each_pair(acc, wg_thread, [&](int r, int c, float x, float y) {
-    *reinterpret_cast<__half2*>(C + static_cast<size_t>(row0 + r) * N + col0 + c) = __floats2half2_rn(x, y);
+    if (row0 + r < M && col0 + c < N)  // N % 8 == 0: a pair is wholly inside or wholly outside
+      *reinterpret_cast<__half2*>(C + static_cast<size_t>(row0 + r) * N + col0 + c) = __floats2half2_rn(x, y);
   });
 #endif
 }
 
 // Split-K epilogue: the fp32 partial of rows [row0, row0 + WG_ROWS) goes to P (row-major M x N).
-__device__ __forceinline__ void store_partial(float (&acc)[M_ITERS][BN / 2], float* P, int row0, int col0, int N,
-                                              int wg_thread) {
+__device__ __forceinline__ void store_partial(float (&acc)[M_ITERS][BN / 2], float* P, int row0, int col0, int M,
+                                              int N, int wg_thread) {
   for_each_pair(acc, wg_thread, [&](int r, int c, float x, float y) {
-    *reinterpret_cast<float2*>(P + static_cast<size_t>(row0 + r) * N + col0 + c) = make_float2(x, y);
+    if (row0 + r < M && col0 + c < N)
+      *reinterpret_cast<float2*>(P + static_cast<size_t>(row0 + r) * N + col0 + c) = make_float2(x, y);
   });
 }
 
@@ -317,8 +320,8 @@ __device__ __forceinline__ void park_partial(float (&acc)[M_ITERS][BN / 2], uint
 
 // HG_SPLIT_DSMEM: CTA `rank` of the tile's cluster sums its share (float4 units [rank*V/S,
 // (rank+1)*V/S) of the tile, row-major) over every peer's parked partial and writes fp16 C.
-__device__ __forceinline__ void reduce_cluster(__half* C, uint32_t p_local, int m0, int n0, int N, uint32_t rank,
-                                               int t, int threads) {
+__device__ __forceinline__ void reduce_cluster(__half* C, uint32_t p_local, int m0, int n0, int M, int N,
+                                               uint32_t rank, int t, int threads) {
   constexpr int VPR = BN / 4;  // float4 units per tile row
   constexpr int V = BM * VPR;
   uint32_t peer[SPLIT_K];
@@ -327,6 +330,7 @@ __device__ __forceinline__ void reduce_cluster(__half* C, uint32_t p_local, int 
   const int end = static_cast<int>((rank + 1) * V / SPLIT_K);
   for (int v = static_cast<int>(rank * V / SPLIT_K) + t; v < end; v += threads) {
     const int r = v / VPR, c = (v % VPR) * 4;
+    if (m0 + r >= M || n0 + c >= N) continue;  // past the last row or column (N % 8 == 0: whole float4s)
     const uint32_t off = (r * P_LD + c) * 4;
     float4 sum = ld_cluster_f4(peer[0] + off);
 #pragma unroll
@@ -394,10 +398,10 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   // whole grid to finish and flush its memory before reading any partial.
   if (SPLIT_K > 1 && !DSMEM) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
-  const int m_units = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);  // a partial last unit only with wgmma_rules::tails
+  const int m_units = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);  // the last may be partial
   const int n_blocks = (N + BN - 1) / BN;
   const int tiles = m_units * n_blocks;
-  const int k_blocks = K / BK;
+  const int k_blocks = static_cast<int>(wgmma_rules::k_blocks(K));  // TMA zero-fills past K
   const int cluster_id = blockIdx.x / CLUSTER_M;
   const int cluster_count = gridDim.x / CLUSTER_M;
 
@@ -504,7 +508,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         if (CONSUMERS > 1) named_bar_sync(3, 128 * CONSUMERS);
         park_partial(acc, sA, cw * WG_ROWS, wg_thread);
       } else if constexpr (SPLIT_K > 1) {
-        store_partial(acc, partial + static_cast<size_t>(work.slice) * M * N, row0, n0, N, wg_thread);
+        store_partial(acc, partial + static_cast<size_t>(work.slice) * M * N, row0, n0, M, N, wg_thread);
       } else if (STREAM_K && kb_begin > 0) {
         // The tail of a stream-K tile (only a CTA's first segment can start inside a tile): park the
         // partial in this CTA's slot and raise its flag for the CTA that computes the tile's start.
@@ -547,7 +551,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
       const int tile = blockIdx.x / SPLIT_K;
       int mu, nb;
       tile_coords(tile, m_units, n_blocks, mu, nb);
-      reduce_cluster(C, sA, mu * BM, nb * BN, N, cluster_ctarank(), threadIdx.x - 128, 128 * CONSUMERS);
+      reduce_cluster(C, sA, mu * BM, nb * BN, M, N, cluster_ctarank(), threadIdx.x - 128, 128 * CONSUMERS);
     }
     cluster_sync();
   }
@@ -702,7 +706,7 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, partial, M, N, K);
   if (e != cudaSuccess) return static_cast<int>(e);
   if (SPLIT_K > 1 && !DSMEM) {
-    const size_t mn = static_cast<size_t>(M) * N;  // N % 64 == 0, so mn % 4 == 0
+    const size_t mn = static_cast<size_t>(M) * N;  // N % 8 == 0, so mn % 4 == 0
     size_t blocks = (mn / 4 + 255) / 256;
     if (blocks > static_cast<size_t>(sms) * 8) blocks = static_cast<size_t>(sms) * 8;
     cudaLaunchConfig_t rcfg = {};
