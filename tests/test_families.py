@@ -3,6 +3,7 @@ default parameters, self-contained rendering, and real nvcc builds for sm_90a an
 
 from __future__ import annotations
 
+import random
 import re
 import shutil
 
@@ -178,3 +179,28 @@ def test_defaults_build_for_hopper_and_ampere_without_spills():
         main = max(res.kernels, key=lambda k: k.registers or 0)
         if name == "mma_ms":
             assert main.registers > 128  # a 64x64 warp tile keeps 128 fp32 accumulators in registers
+
+
+def test_every_shape_has_a_family_that_takes_it():
+    """Any 1 <= M, N, K <= 65536: some family's default configuration passes its own check, and the shapes
+    TMA can take (N, K multiples of 8) get a wgmma configuration; bench/shapes-real.txt included."""
+    from importlib import resources
+
+    from hgemm.core.record import GpuInfo
+
+    h100 = GpuInfo("NVIDIA H100 80GB HBM3", "9.0", "x", 132, 50 << 20, 232448)
+    rng = random.Random(7)
+    shapes = [(1, 1, 1), (65536, 65536, 65536), (1, 65536, 7), (65535, 1, 65535)]
+    shapes += [tuple(rng.choice([rng.randint(1, 64), rng.randint(1, 65536)]) for _ in range(3)) for _ in range(60)]
+    text = resources.files("hgemm.bench").joinpath("shapes-real.txt").read_text()
+    real = [tuple(map(int, line.split())) for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(real) >= 60
+    for shape in shapes + real:
+        taken = []
+        for fam in all_families():
+            params = fam.default_params(*shape, h100)
+            if params is not None and fam.check(params, *shape, h100) is None:
+                taken.append(fam.name)
+        assert taken, shape
+        if shape[1] % 8 == 0 and shape[2] % 8 == 0:
+            assert "wgmma" in taken, shape
