@@ -9,8 +9,8 @@
 // rows of every ldmatrix phase hit distinct banks). CTAs are ordered in groups of RASTER
 // tile-rows for L2 reuse. Loads are predicated with cp.async zero-fill, so M and N may be
 // anything. K % 8 == 0 gives 16-byte rows (KVEC 8); otherwise rows are read 4 or 2 bytes at a time
-// (KVEC 2 or 1) with plain loads stored straight into the stage, and the pipeline's cp.async groups
-// are empty (hgemm_supports asks for the widest KVEC that K allows).
+// (KVEC 2 or 1) into registers one slice ahead and stored into the stage after the current slice's
+// MMAs; the pipeline's cp.async groups are then empty (hgemm_supports asks for the widest KVEC K allows).
 // SPLIT_K == 1: the C tile is staged through shared memory and written with 16-byte stores
 // (scalar stores where N % 8 != 0). SPLIT_K > 1: blockIdx.y picks a K range, each split writes
 // its whole fp32 partial tile into the workspace (so garbage there never matters), and a
@@ -41,26 +41,53 @@ HG_DEVICE int swz(int r, int c) {
     return (r * CHUNKS + (c ^ ((r >> SWZ_SHIFT) & (CHUNKS - 1)))) * 16;
 }
 
+// 16-byte chunks of one ROWS x BK tile each thread moves.
+template <int ROWS>
+constexpr int tile_iters() { return (ROWS * CHUNKS + THREADS - 1) / THREADS; }
+
 // Copies rows [r0, r0+ROWS) x K-slice [k0, k0+BK) of a K-major matrix with `rows` rows into
-// a swizzled tile; out-of-range chunks become zeros.
+// a swizzled tile with cp.async (KVEC 8); out-of-range chunks become zeros.
 template <int ROWS>
 HG_DEVICE void load_tile(uint32_t dst, const __half* src, int rows, int K, int r0, int k0, int tid) {
     constexpr int TOTAL = ROWS * CHUNKS;
-    constexpr int ITERS = (TOTAL + THREADS - 1) / THREADS;
 #pragma unroll
-    for (int it = 0; it < ITERS; ++it) {
+    for (int it = 0; it < tile_iters<ROWS>(); ++it) {
         int i = it * THREADS + tid;
         if (TOTAL % THREADS == 0 || i < TOTAL) {
             int r = i / CHUNKS, c = i % CHUNKS;
             int gr = r0 + r, gk = k0 + c * 8;
             bool valid = gr < rows && gk < K;
             const __half* p = valid ? src + (size_t)gr * K + gk : src;
-            if constexpr (KVEC == 8) {
-                hg_cp_async16(dst + swz(r, c), p, valid);
-            } else {  // unaligned rows: plain narrow loads, stored at once (the stage is free: see the main loop)
-                hg_st_shared16(dst + swz(r, c), hg_load8_narrow<KVEC>(valid ? src + (size_t)gr * K : src, gk, K, valid));
-            }
+            hg_cp_async16(dst + swz(r, c), p, valid);
         }
+    }
+}
+
+// KVEC < 8 (rows not 16-byte aligned): the same chunks read with narrow loads into registers. The main
+// loop fetches the next slice before the current slice's MMAs and stores it after them (put_tile), so the
+// loads' latency hides behind the math as cp.async's does.
+template <int ROWS>
+HG_DEVICE void fetch_tile(uint4 (&v)[tile_iters<ROWS>()], const __half* src, int rows, int K, int r0, int k0,
+                          int tid) {
+    constexpr int TOTAL = ROWS * CHUNKS;
+#pragma unroll
+    for (int it = 0; it < tile_iters<ROWS>(); ++it) {
+        int i = it * THREADS + tid;
+        if (TOTAL % THREADS == 0 || i < TOTAL) {
+            int gr = r0 + i / CHUNKS, gk = k0 + (i % CHUNKS) * 8;
+            bool valid = gr < rows;
+            v[it] = hg_load8_narrow<KVEC>(valid ? src + (size_t)gr * K : src, gk, K, valid);
+        }
+    }
+}
+
+template <int ROWS>
+HG_DEVICE void put_tile(uint32_t dst, const uint4 (&v)[tile_iters<ROWS>()], int tid) {
+    constexpr int TOTAL = ROWS * CHUNKS;
+#pragma unroll
+    for (int it = 0; it < tile_iters<ROWS>(); ++it) {
+        int i = it * THREADS + tid;
+        if (TOTAL % THREADS == 0 || i < TOTAL) hg_st_shared16(dst + swz(i / CHUNKS, i % CHUNKS), v[it]);
     }
 }
 
@@ -98,8 +125,16 @@ __global__ void __launch_bounds__(THREADS)
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < nkt) {
             int k0 = (kt0 + s) * BK;
-            load_tile<BM>(sA + s * A_STAGE_BYTES, A, M, K, m0, k0, tid);
-            load_tile<BN>(sB + s * B_STAGE_BYTES, Bt, N, K, n0, k0, tid);
+            if constexpr (KVEC == 8) {
+                load_tile<BM>(sA + s * A_STAGE_BYTES, A, M, K, m0, k0, tid);
+                load_tile<BN>(sB + s * B_STAGE_BYTES, Bt, N, K, n0, k0, tid);
+            } else {
+                uint4 va[tile_iters<BM>()], vb[tile_iters<BN>()];
+                fetch_tile<BM>(va, A, M, K, m0, k0, tid);
+                fetch_tile<BN>(vb, Bt, N, K, n0, k0, tid);
+                put_tile<BM>(sA + s * A_STAGE_BYTES, va, tid);
+                put_tile<BN>(sB + s * B_STAGE_BYTES, vb, tid);
+            }
         }
         hg_cp_async_commit();
     }
@@ -108,10 +143,16 @@ __global__ void __launch_bounds__(THREADS)
         hg_cp_async_wait<STAGES - 2>();
         __syncthreads();  // stage i landed for everyone; stage (i-1) is free to overwrite
         int next = i + STAGES - 1;
+        [[maybe_unused]] uint4 va[tile_iters<BM>()], vb[tile_iters<BN>()];  // KVEC < 8: the next slice
         if (next < nkt) {
             int s = next % STAGES, k0 = (kt0 + next) * BK;
-            load_tile<BM>(sA + s * A_STAGE_BYTES, A, M, K, m0, k0, tid);
-            load_tile<BN>(sB + s * B_STAGE_BYTES, Bt, N, K, n0, k0, tid);
+            if constexpr (KVEC == 8) {
+                load_tile<BM>(sA + s * A_STAGE_BYTES, A, M, K, m0, k0, tid);
+                load_tile<BN>(sB + s * B_STAGE_BYTES, Bt, N, K, n0, k0, tid);
+            } else {
+                fetch_tile<BM>(va, A, M, K, m0, k0, tid);
+                fetch_tile<BN>(vb, Bt, N, K, n0, k0, tid);
+            }
         }
         hg_cp_async_commit();
 
@@ -139,6 +180,13 @@ __global__ void __launch_bounds__(THREADS)
             for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
                 for (int ni = 0; ni < NI; ++ni) hg_mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+        }
+        if constexpr (KVEC != 8) {
+            if (next < nkt) {  // stage next % STAGES was last read in iteration i - 1, before this one's barrier
+                const int s = next % STAGES;
+                put_tile<BM>(sA + s * A_STAGE_BYTES, va, tid);
+                put_tile<BN>(sB + s * B_STAGE_BYTES, vb, tid);
+            }
         }
     }
     hg_cp_async_wait<0>();
