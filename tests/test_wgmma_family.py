@@ -62,8 +62,13 @@ def test_default_params_are_valid_for_standard_shapes(shape):
     assert shared_bytes(params) <= HOPPER_SMEM_OPTIN
 
 
-def test_default_params_none_when_nothing_divides():
-    assert FAMILY.default_params(1000, 1000, 1000, H100) is None
+def test_default_params_take_any_shape_with_16_byte_rows():
+    for shape in ((1000, 1000, 1000), (1, 4096, 4096), (77, 5120, 5120), (4095, 4104, 1000)):
+        params = FAMILY.default_params(*shape, H100)
+        assert params is not None and FAMILY.check(params, *shape, H100) is None, shape
+    # TMA's one rule: rows of A, Bt and C start 16-byte aligned
+    assert FAMILY.default_params(1000, 1001, 1000, H100) is None
+    assert FAMILY.default_params(1000, 1000, 1001, H100) is None
 
 
 def test_default_prefers_enough_tiles_for_small_m():
@@ -75,10 +80,10 @@ def test_default_prefers_enough_tiles_for_small_m():
 @pytest.mark.parametrize(
     ("change", "shape", "needle"),
     [
-        ({}, (1000, 4096, 4096), "1000x4096x4096, tile 128x256, split_k 1: M x N must be a multiple of the tile"),
-        ({}, (4096, 4000, 4096), "4096x4000x4096, tile 128x256, split_k 1: M x N must be a multiple of the tile"),
-        ({}, (4096, 4096, 4000), "K must be a multiple of 64"),
-        ({"cluster_m": 2, "epilogue": 0}, (128 * 3, 4096, 4096), "tile 256x256, split_k 1: M x N must be a multiple"),
+        ({}, (1000, 4100, 4096), "N must be a multiple of 8"),
+        ({}, (4096, 4096, 4001), "K must be a multiple of 8"),
+        ({}, (0, 4096, 4096), "empty shape"),
+        ({"epilogue": 0, "split_k": 4, "persistent": 0}, (4096, 4096, 192), "fewer k-blocks than split_k"),
         ({"stages": 4}, (4096, 4096, 4096), "shared memory"),
         ({"bm": 256}, (4096, 4096, 4096), "accumulator registers"),
         ({"bm": 256, "consumers": 1}, (4096, 4096, 4096), "must be 64 or 128"),
@@ -261,18 +266,17 @@ def test_mid_shape_with_long_k_defaults_to_a_dsmem_split():
 WIDE = {**BIG, "bn": 192, "stages": 4}  # 128x192 tiles, two consumers: 96 accumulators per thread
 
 
-def test_bn_192_takes_n_it_does_not_divide_only_where_tma_clips_every_store():
-    """The last 192-column tile of N = 4096 is a third full: TMA zero-fills the loads past N and only the C
-    panels inside N are stored, so the family takes it with the TMA-store epilogue (whole tile or panel ring)
-    and without split-K or stream-K partials."""
+def test_bn_192_takes_n_it_does_not_divide_with_every_store_path():
+    """The last 192-column tile of N = 4096 is a third full: TMA zero-fills the loads past N; C panels past N
+    are clipped by TMA or, on the register, split-K and stream-K paths, predicated column by column."""
     assert FAMILY.check(WIDE, 12288, 4096, 512, H100) is None
     assert FAMILY.check({**WIDE, "cluster_m": 2}, 12288, 4096, 512, H100) is None
     assert FAMILY.check({**WIDE, "bm": 64, "consumers": 2, "pingpong": 1, "stages": 5}, 4096, 4096, 512, H100) is None
     assert FAMILY.check({**WIDE, "epi_panels": 2}, 12288, 4096, 512, H100) is None
     for other in ({"epilogue": 0}, {"epilogue": 0, "split_k": 2}, {"stream_k": 1}):
-        reason = FAMILY.check({**WIDE, **other}, 1024, 4096, 512, H100)
-        assert reason and "tile 128x192" in reason and "must be a multiple of the tile" in reason, other
-    assert "must be a multiple" in FAMILY.check(WIDE, 12288, 4096 + 32, 512, H100)  # C panels are 64 columns
+        assert FAMILY.check({**WIDE, **other}, 1024, 4096, 512, H100) is None, other
+    assert FAMILY.check(WIDE, 12288, 4096 + 32, 512, H100) is None  # half of the last C panel is stored
+    assert "N must be a multiple of 8" in FAMILY.check(WIDE, 12288, 4096 + 4, 512, H100)
     assert FAMILY.check({**BIG, "stages": 4, "bn": 128, "epilogue": 0}, 12288, 4096, 512, H100) is None
     # A ping-pong consumer holds its whole tile: 128 x 192 is 192 accumulators per thread (the most), 128 x 256
     # would be 256; a cooperative consumer keeps at most 128.
@@ -315,7 +319,7 @@ def test_bn_160_stages_c_in_32_column_panels_and_fits_a_5_deep_ring():
     assert FAMILY.repair(pp)["stages"] == 5
     for shape in ((12288, 4096, 512), (16384, 16384, 1024), (4096, 320, 1024)):
         assert FAMILY.check(pp, *shape, H100) is None, shape
-    assert "tile 256x160, split_k 1: M x N must be a multiple" in FAMILY.check({**pp, "epi_panels": 0, "epilogue": 0}, 12288, 4096, 512, H100)
+    assert FAMILY.check({**pp, "epi_panels": 0, "epilogue": 0}, 12288, 4096, 512, H100) is None  # predicated stores
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -341,7 +345,7 @@ def test_bn_32_tiles_fit_a_16_deep_ring_and_store_c_in_one_32_column_panel():
         assert FAMILY.check(SLIM, *shape, H100) is None, shape
     # M = 64 with a 2x1 cluster: the pair's second CTA lies wholly past M (zero fill in, nothing stored)
     assert FAMILY.check(SLIM, 64, 2048, 1024, H100) is None
-    assert "tile 128x32, split_k 1: M x N must be a multiple" in FAMILY.check({**SLIM, "epilogue": 0}, 64, 2048, 1024, H100)
+    assert FAMILY.check({**SLIM, "epilogue": 0}, 64, 2048, 1024, H100) is None  # register stores predicated at M
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -387,14 +391,14 @@ def test_bm_192_is_three_consumers_with_at_most_96_accumulators():
     assert FAMILY.repair({**BIG, "bm": 192, "bn": 128, "stages": 4, "pingpong": 1})["pingpong"] == 0
 
 
-def test_m_need_not_be_a_multiple_of_the_tile_where_tma_clips_every_store():
-    """The last tile row reads TMA's zero fill past M and its C boxes past M are not stored, so with the
-    TMA-store epilogue and no partials M needs only be a multiple of 64 (also for a cluster's pair of tiles)."""
+def test_m_need_not_be_a_multiple_of_the_tile_on_any_store_path():
+    """The last tile row reads TMA's zero fill past M; its rows past M are clipped by TMA or predicated on the
+    register, split-K and stream-K paths, so any M is taken (also for a cluster's pair of tiles)."""
     assert FAMILY.check(THREE, 8192, 256, 1024, H100) is None  # 43 tile rows, the last a third full
     assert FAMILY.check({**BIG, "cluster_m": 2}, 128 * 3, 4096, 4096, H100) is None
-    assert FAMILY.check(THREE, 8192 + 32, 256, 1024, H100) is not None
+    assert FAMILY.check(THREE, 8192 + 33, 256, 1024, H100) is None
     for other in ({"epilogue": 0}, {"epilogue": 0, "split_k": 2}):
-        assert "tile 192x128, split_k" in FAMILY.check({**THREE, **other}, 8192, 256, 1024, H100)
+        assert FAMILY.check({**THREE, **other}, 8192 + 1, 256, 1024, H100) is None, other
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")

@@ -238,6 +238,8 @@ class WgmmaFamily(Family):
             # slices sum in the cluster's shared memory (H200: 2048x256x4096 0.79 -> 0.94x); deeper
             # splits go through the workspace (1024x128x16384: 8 slices 0.90x there, 0.61x in DSMEM).
             for sbm, sbn in ((64, 128), (64, 64), (128, 128)):
+                if sbn > 64 * -(-N // 64) or sbm > 64 * -(-M // 64):
+                    continue  # a tile wider than the output only multiplies zero fill
                 stiles = -(-M // sbm) * -(-N // sbn)
                 splits = [s for s in self.space["split_k"] if stiles * s <= sms and k_blocks // s >= 12]
                 if splits and max(splits) > 1:

@@ -60,8 +60,8 @@ constexpr const char* violation(const Params& p) {
   return nullptr;
 }
 
-// The first rule the shape M x N x K breaks for `p` (what hgemm_supports refuses), or nullptr.
-constexpr long long k_blocks(long long K) { return (K + BK - 1) / BK; }  // the last may be partial
+// k-blocks of BK for a K: the last may be partial (TMA zero-fills it).
+constexpr long long k_blocks(long long K) { return (K + BK - 1) / BK; }
 
 // The first rule the shape M x N x K breaks for `p` (what hgemm_supports refuses), or nullptr. Any M; partial
 // tiles in M, N and K are loaded by TMA with zero fill and stored clipped (TMA) or predicated (the other
