@@ -7,7 +7,8 @@ block (the reply parser takes the last such block).
 
 - sft: per shape and GPU, the best ranked kernel (offline speedup at least `min_speedup`) as `completion`.
 - dpo: per shape and GPU, up to `pairs` rows: the best kernel as `chosen`, a slower correct kernel (at least
-  `DPO_MARGIN` slower) or a kernel that failed there for a defect as `rejected`, alternately.
+  `DPO_MARGIN` slower) or a kernel that failed there for a defect as `rejected`, alternately (a pair whose
+  answers read the same once scrubbed is dropped).
 - reward: per shape and GPU, up to `per_shape` kernels with the reward their evaluation earned
   (`finetune.reward`): the best first, then failures and slower kernels alternately.
 - The kernels a row answers with are hidden from its own prompt (the prompt is rendered from the archive as if
@@ -181,12 +182,14 @@ def dpo_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Option
     if not rejected:
         return []
     system, user = render(archive, Shape(M, N, K), gpu, [best["kernel"]], opts)
-    sources = _sources(archive, [r["kernel"] for r, _, _ in rejected])
+    sources = _sources(archive, [best["kernel"]] + [r["kernel"] for r, _, _ in rejected])
     out = []
     for r, why, speedup in rejected:
+        if answer(sources[r["kernel"]]) == answer(sources[best["kernel"]]):
+            continue  # the same code as shown (they differ in comments only): no preference to learn
         row = _base(M, N, K, gpu, system, user)
         row.update(
-            chosen=answer(best["source"]),
+            chosen=answer(sources[best["kernel"]]),
             rejected=answer(sources[r["kernel"]]),
             kernel=best["kernel"],
             speedup=best["speedup_best"],

@@ -111,7 +111,7 @@ class Trigger:
     """`--finetune-every N`: after each search, start a fine-tune cycle once N new bests are in the archive."""
 
     def __init__(self, every: int, base_model: str | Path, *, method: str = "sft", archive_path: Path | None = None,
-                 evaluator: str = DEFAULT_EVALUATOR, extra: list[str] | None = None):  # fmt: skip
+                 evaluator: str | None = None, extra: list[str] | None = None):  # fmt: skip
         if every < 1:
             raise BadInput("--finetune-every must be 1 or more")
         if not base_model:
@@ -121,7 +121,8 @@ class Trigger:
         if not Path(base_model).is_dir():
             raise BadInput(f"local model directory {base_model} does not exist")
         self.every, self.base_model, self.method = every, str(base_model), method
-        self.archive_path, self.evaluator, self.extra = archive_path, evaluator, list(extra or [])
+        self.archive_path, self.extra = archive_path, list(extra or [])
+        self.evaluator = evaluator or DEFAULT_EVALUATOR
         self.started: list[subprocess.Popen] = []
 
     def argv(self) -> list[str]:
