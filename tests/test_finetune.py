@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hgemm.agent.finetune import data, periodic, reward, train
+from hgemm.agent.finetune import compare, data, periodic, reward, train
 from hgemm.agent.proposer import Candidate
 from hgemm.archive import Archive
 from standin import STANDIN_GPU, StandinEvaluator
@@ -258,3 +258,76 @@ def test_run_refuses_mismatched_data_and_missing_model(arc, tiny, tmp_path):
         )
     with pytest.raises(BadInput, match="no data file"):
         train.run(tiny, tmp_path / "missing.jsonl", "sft", tmp_path / "o", device="cpu", progress=False)
+
+
+# -- the periodic cycle
+
+
+def test_cycle_records_both_adapters_metrics_and_switches_only_to_a_better_one(arc, tiny):
+    ev = StandinEvaluator()
+    first = periodic.cycle(arc, tiny, ev, steps=2, lora_r=4, max_new_tokens=16, device="cpu")
+    new, current = first["metrics"]["new"], first["metrics"]["current"]
+    assert new["shapes"] == current["shapes"] >= 1 and first["previous"] is None and first["data_hash"]
+    assert first["status"] == ("adopted" if compare.better(new, current) else "kept")
+    assert periodic.current_link().exists() == (first["status"] == "adopted")
+    assert periodic.new_bests(arc) == 0
+    fill(arc, [Shape(1024, 256, 128)])  # one new best
+    assert periodic.new_bests(arc) == 1
+    # pretend the first was adopted: the next cycle is measured against it, on the same greedy prompts
+    with arc.writer.transaction() as conn:
+        conn.execute("UPDATE finetunes SET status = 'adopted' WHERE id = ?", (first["id"],))
+    second = periodic.cycle(arc, tiny, ev, steps=2, lora_r=4, max_new_tokens=16, device="cpu")
+    assert second["previous"] == first["adapter"]
+    assert second["metrics"]["current"]["per_shape"][0]["reply"] == new["per_shape"][0]["reply"]
+    assert second["status"] == (
+        "adopted" if compare.better(second["metrics"]["new"], second["metrics"]["current"]) else "kept"
+    )
+    assert [r["id"] for r in periodic.finetunes(arc)] == [first["id"], second["id"]]
+
+
+def test_better_is_correct_rate_then_speedup_then_compile_rate():
+    def m(compile_rate, correct_rate, speedup):
+        return {"compile_rate": compile_rate, "correct_rate": correct_rate, "speedup": speedup}
+
+    assert compare.better(m(0.5, 0.5, 0.9), m(1.0, 0.4, 1.2))
+    assert compare.better(m(0.5, 0.5, 1.0), m(1.0, 0.5, 0.9))
+    assert compare.better(m(0.6, 0.5, 1.0), m(0.5, 0.5, 1.0))
+    assert not compare.better(m(0.5, 0.5, 1.0), m(0.5, 0.5, 1.0))  # a tie keeps the current adapter
+
+
+def test_trigger_starts_a_cycle_in_a_separate_process_after_n_new_bests(
+    tiny, hgemm_home, monkeypatch, tmp_path
+):
+    from hgemm.agent import commands
+    from hgemm.agent.cli import app
+    from typer.testing import CliRunner
+
+    monkeypatch.setattr(commands, "open_evaluator", StandinEvaluator)
+    monkeypatch.setattr(periodic, "DEFAULT_EVALUATOR", "standin:StandinEvaluator")  # the child's evaluator
+    monkeypatch.setattr(
+        periodic, "CYCLE_OPTIONS", ["--steps", "2", "--lora-r", "4", "--max-new-tokens", "16", "--cpu"]
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hgemm.toml").write_text(f'[llm]\nlocal_model = "{tiny}"\n')
+    grid = tmp_path / "grid.txt"
+    grid.write_text("256 256 256\n512 256 128\n128 512 256\n")
+    started: list = []
+    check = periodic.Trigger.check
+    monkeypatch.setattr(
+        periodic.Trigger, "check", lambda self, a: started.append(check(self, a)) or started[-1]
+    )
+    runner = CliRunner()
+    done = runner.invoke(app, ["sweep", "--grid", str(grid), "--budget-evals", "4", "--confirm", "0",
+                               "--finetune-every", "2", "--out", str(tmp_path / "report")])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    procs = [p for p in started if p is not None]
+    assert started[0] is None and len(procs) == 1  # one best is not enough; two start a cycle; a third waits
+    assert procs[0].wait(timeout=300) == 0, (hgemm_home / "finetune").glob("cycle-*.log")
+    with Archive() as a:
+        (row,) = periodic.finetunes(a)
+        assert row["status"] in ("adopted", "kept") and row["data_hash"] and row["base_model"] == str(tiny)
+        assert row["metrics"]["train"]["steps"] == 2 and row["metrics"]["new"]["shapes"] >= 1
+        assert periodic.new_bests(a) == 0
+    bad = runner.invoke(app, ["optimize", "256", "256", "256", "--finetune-every", "0"])
+    assert bad.exit_code != 0 and "--finetune-every must be 1 or more" in str(bad.exception)

@@ -102,6 +102,9 @@ def cycle_command(
     held_out: int = typer.Option(8, "--held-out", help="validation shapes the adapters are measured on"),
     max_new_tokens: int = typer.Option(4096, "--max-new-tokens", help="tokens each held-out answer may take"),
     evaluator: str = typer.Option("hgemm.agent.commands:open_evaluator", hidden=True),
+    min_new_bests: int = typer.Option(
+        0, "--min-new-bests", help="do nothing unless this many new archive bests wait"
+    ),
     archive: Path | None = typer.Option(None, "--archive", help="archive .db file (default: $HGEMM_HOME's)"),
     cpu: bool = typer.Option(False, help="train and generate on the CPU"),
     quiet: bool = typer.Option(False, help="no progress display"),
@@ -112,10 +115,10 @@ def cycle_command(
     factory = periodic.load_factory(evaluator)
     with _archive(archive) as arc, factory() as ev:
         row = periodic.cycle(arc, base_model, ev, method=method, steps=steps, lora_r=lora_r, max_length=max_length,
-                             held_out_shapes=held_out, max_new_tokens=max_new_tokens,
+                             held_out_shapes=held_out, max_new_tokens=max_new_tokens, min_new_bests=min_new_bests,
                              device="cpu" if cpu else None, progress=not quiet)  # fmt: skip
     if row is None:
-        typer.echo("another fine-tune cycle is running; nothing done")
+        typer.echo("another fine-tune cycle is running, or too few new bests wait; nothing done")
         return
     m = row["metrics"]
     typer.echo(

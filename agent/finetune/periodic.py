@@ -37,6 +37,9 @@ except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
 DEFAULT_EVALUATOR = "hgemm.agent.commands:open_evaluator"
+CYCLE_OPTIONS: list[
+    str
+] = []  # further `hgemm finetune cycle` options a trigger passes (its defaults otherwise)
 
 
 def home() -> Path:
@@ -127,14 +130,15 @@ class Trigger:
 
     def argv(self) -> list[str]:
         argv = [sys.executable, "-m", "hgemm.agent.cli", "finetune", "cycle", "--base-model", self.base_model,
-                "--method", self.method, "--evaluator", self.evaluator, "--quiet"]  # fmt: skip
+                "--method", self.method, "--evaluator", self.evaluator, "--min-new-bests", str(self.every),
+                "--quiet"]  # fmt: skip
         if self.archive_path is not None:
             argv += ["--archive", str(self.archive_path)]
-        return argv + self.extra
+        return argv + CYCLE_OPTIONS + self.extra
 
     def check(self, archive: Any) -> subprocess.Popen | None:
         """Start a cycle if N new bests are waiting and none is running; return its process (else None)."""
-        if new_bests(archive) < self.every or running():
+        if any(p.poll() is None for p in self.started) or new_bests(archive) < self.every or running():
             return None
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%f")
         log = open(home() / f"cycle-{stamp}.log", "w")  # noqa: SIM115 (the child owns it)
@@ -197,14 +201,16 @@ def cycle(
     max_new_tokens: int = 4096,
     device: str | None = None,
     progress: bool = False,
+    min_new_bests: int = 0,
 ) -> dict[str, Any] | None:
-    """One fine-tune cycle (see the module docstring); its finetunes row, or None when another is running."""
+    """One fine-tune cycle (see the module docstring); its finetunes row, or None when another is running or
+    fewer than `min_new_bests` new bests are waiting (a cycle that ran meanwhile took them)."""
     from hgemm.agent.finetune import compare, train
     from hgemm.agent.finetune import data as ftdata
     from hgemm.agent.llm.local import LocalBackend
 
     with cycle_lock() as mine:
-        if not mine:
+        if not mine or new_bests(archive) < min_new_bests:
             return None
         fid = _start_row(archive, str(base_model), method, bests(archive))
         work = home() / str(fid)
