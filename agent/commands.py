@@ -235,6 +235,9 @@ def optimize_command(
     ),
     config_file: Path | None = typer.Option(None, "--config", help="hgemm.toml to read"),
     quiet: bool = typer.Option(False, help="no progress display"),
+    finetune_every: int | None = typer.Option(
+        None, "--finetune-every", help="fine-tune --local-model in a separate process after every N new archive bests"
+    ),
 ) -> None:
     """Search for an HGEMM kernel faster than cuBLAS on M×N×K; every attempt goes to the archive."""
     shape = Shape(M, N, K)  # validated here, once
@@ -262,11 +265,15 @@ def optimize_command(
         raise BadInput("--confirm must be 0 or more and --confirm-reps 1 or more")
     if out is not None and out.exists() and out.is_dir():
         raise BadInput(f"--out {out} is a directory")
+    from hgemm.agent.finetune.periodic import check_after, trigger_for
+
+    trigger = trigger_for(finetune_every, config.llm.local_model)
     proposers = make_proposers(proposer, config)
     result = run_optimize(
         shape, proposers, config, proposer_kind=proposer, ncu=ncu, sanitize=sanitize, progress=not quiet,
         objective=objective,
     )
+    check_after(trigger)
     print_result(result)
     if out is not None and result.best is not None:
         out.write_text(result.best.source)

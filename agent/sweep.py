@@ -449,6 +449,9 @@ def sweep_command(
         3, help="after each search, measure this many best kernels again and report the winner by those figures "
         "(0: unconfirmed; not counted in --budget-evals)"),
     confirm_reps: int = typer.Option(3, help="fresh evaluations of each kernel --confirm measures"),
+    finetune_every: int = typer.Option(
+        None, "--finetune-every", help="fine-tune llm.local_model (hgemm.toml) in a separate process after every N new archive bests"
+    ),
 ) -> None:
     """Optimise every shape of a grid with the template proposer and write a report."""
     from hgemm.agent.commands import open_evaluator
@@ -466,6 +469,10 @@ def sweep_command(
     from hgemm.agent.loop import validate_objective
 
     validate_objective(objective)
+    from hgemm.agent.config import load_config
+    from hgemm.agent.finetune.periodic import check_after, trigger_for
+
+    trigger = trigger_for(finetune_every, load_config().llm.local_model)
     with open_evaluator() as evaluator, Archive() as archive:
         retriever = Retriever(archive, gpu_sm_count=evaluator.gpu_info().sm_count)
         rows = run_sweep(
@@ -480,7 +487,7 @@ def sweep_command(
             refresh=refresh,
             refresh_within=refresh_within,
             sanitize=sanitize,
-            on_row=lambda so_far: write_report(so_far, out, report_name, plot_png=False),
+            on_row=lambda so_far: (write_report(so_far, out, report_name, plot_png=False), check_after(trigger, archive)),
             objective=objective,
             quick_server=quick_server,
             confirm=confirm,

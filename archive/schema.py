@@ -9,7 +9,7 @@ Invariants:
 
 Layout: `kernels` (one row per content hash), `kernel_parents` (lineage edges), `records` (one row per
 `EvalRecord`, full JSON kept), `evaluations` (one row per record and timed mode, denormalised for ranked
-queries), `runs`, `llm_calls`.
+queries), `runs`, `llm_calls`, `finetunes` (one row per fine-tune of the local proposer model).
 """
 
 from __future__ import annotations
@@ -175,10 +175,33 @@ def _unrank_disqualified(db: sqlite_utils.Database) -> None:
     )
 
 
+def _finetunes(db: sqlite_utils.Database) -> None:
+    """One row per fine-tune of the local proposer model: its data, base model, method, adapter, the metrics of
+    the new and the current adapter on held-out shapes, and whether it was adopted."""
+    db["finetunes"].create(
+        {
+            "id": int,
+            "data_hash": str,  # sha256 of the exported training data
+            "base_model": str,
+            "method": str,  # sft or dpo
+            "adapter": str,  # directory of the new adapter
+            "previous": str,  # the adapter it was compared with (NULL: the base model alone)
+            "bests": str,  # JSON: the archive's best kernel per shape and GPU when the data was exported
+            "metrics": str,  # JSON: train figures and both adapters' held-out metrics
+            "status": str,  # running, adopted, kept (the previous adapter stayed), failed
+            "started": str,
+            "ended": str,
+        },
+        pk="id",
+        not_null={"base_model", "method", "status", "started"},
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("001_initial", _initial),
     ("002_ranking_index", _ranked_order_index),
     ("003_unrank_disqualified", _unrank_disqualified),
+    ("004_finetunes", _finetunes),
 ]
 
 
