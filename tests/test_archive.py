@@ -184,7 +184,7 @@ def test_migration_3_unranks_kernels_that_failed_before_it(tmp_path, monkeypatch
         assert a.best(512, 512, 512)["kernel"] == flaky
     monkeypatch.undo()
     with Archive(path) as a:
-        assert a.schema_version == len(schema.MIGRATIONS) == 3
+        assert a.schema_version == len(schema.MIGRATIONS) >= 3
         assert a.best(512, 512, 512)["kernel"] == steady
 
 
