@@ -26,7 +26,8 @@ app = typer.Typer(
 def _register() -> None:
     from importlib import import_module
 
-    for module in ("hgemm.evaluator.cli", "hgemm.agent.commands", "hgemm.agent.sweep", "hgemm.archive.cli", "hgemm.index.cli"):
+    for module in ("hgemm.evaluator.cli", "hgemm.agent.commands", "hgemm.agent.sweep", "hgemm.archive.cli", "hgemm.index.cli",
+                   "hgemm.archive.web.cli"):
         import_module(module).register(app)
 
 

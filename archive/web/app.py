@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from hgemm.archive.errors import ArchiveError
+from hgemm.archive.web import data, svg
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
@@ -27,8 +29,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from hgemm.archive.errors import ArchiveError
-from hgemm.archive.web import data, svg
 from hgemm.core.record import MODES
 
 SECURITY_HEADERS = {
@@ -47,7 +47,7 @@ LEADERBOARD_COLUMNS = [
     (None, "vs"),
     ("median", "median µs"),
     ("floor", "floor fraction"),
-    ("kernels", "kernels tried"),
+    ("rows", "ranked rows"),
 ]
 
 
@@ -62,7 +62,17 @@ def fmt(v: Any, digits: int = 3) -> str:
 def speed_class(s: float | None) -> str:
     if s is None:
         return ""
-    return "sp-r2" if s < 0.8 else "sp-r1" if s < 0.98 else "sp-0" if s <= 1.02 else "sp-g1" if s < 1.2 else "sp-g2"
+    return (
+        "sp-r2"
+        if s < 0.8
+        else "sp-r1"
+        if s < 0.98
+        else "sp-0"
+        if s <= 1.02
+        else "sp-g1"
+        if s < 1.2
+        else "sp-g2"
+    )
 
 
 def duration(seconds: float | None) -> str:
@@ -106,7 +116,7 @@ def overview_context(conn, links: bool = True) -> dict[str, Any]:
     for g in ov["gpus"]:
         gpu_q = g["gpu"] if len(ov["gpus"]) > 1 else ""
         for mode, m in g["modes"].items():
-            link = (lambda r, mode=mode: shape_url(r, mode=mode, gpu=gpu_q)) if links else None
+            link = (lambda r, mode=mode, gpu_q=gpu_q: shape_url(r, mode=mode, gpu=gpu_q)) if links else None
             name = g["gpu"] or "unknown GPU"
             m["heatmaps"] = [
                 (K, Markup(svg.heatmap([r for r in m["rows"] if r["K"] == K], f"{mode}, K = {K}", link)))
@@ -115,7 +125,10 @@ def overview_context(conn, links: bool = True) -> dict[str, Any]:
             m["bars"] = Markup(svg.sorted_bars(m["rows"], f"{name}, {mode}: speedup per configuration", link))
             m["geomean"] = geomean([r["speedup"] for r in m["rows"]])
         g["scatter"] = Markup(
-            svg.scatter({mode: m["rows"] for mode, m in g["modes"].items()}, f"{g['gpu'] or '?'}: speedup against FLOPs")
+            svg.scatter(
+                {mode: m["rows"] for mode, m in g["modes"].items()},
+                f"{g['gpu'] or '?'}: speedup against FLOPs",
+            )
         )
     return {"gpus": ov["gpus"], "counts": ov["stats"]}
 

@@ -39,7 +39,7 @@ SORTS = {  # leaderboard sort key -> row field
     "speedup": ("speedup_best",),
     "median": ("median_us",),
     "floor": ("floor_fraction",),
-    "kernels": ("kernels",),
+    "rows": ("ranked_rows",),
 }
 
 
@@ -136,7 +136,9 @@ def counts(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 def families(conn: sqlite3.Connection) -> list[str]:
-    return [r[0] for r in conn.execute("SELECT DISTINCT family FROM kernels WHERE family IS NOT NULL ORDER BY 1")]
+    return [
+        r[0] for r in conn.execute("SELECT DISTINCT family FROM kernels WHERE family IS NOT NULL ORDER BY 1")
+    ]
 
 
 def gpus(conn: sqlite3.Connection) -> list[str]:
@@ -176,19 +178,22 @@ def leaderboard(
     if max_speedup is not None:
         having.append("speedup_best <= ?")
         hp.append(max_speedup)
-    # the bare columns come from the row holding max(speedup_best) (SQLite's documented min/max rule)
+    # per group the id of the row holding max(speedup_best) (SQLite's documented bare-column rule); without a
+    # family filter every column read here is in the ranking index, so no table row is touched until the join
     sql = f"""
-        SELECT b.*, k.family, k.proposer FROM (
-            SELECT e.id, e.M, e.N, e.K, e.gpu, e.mode, e.kernel, max(e.speedup_best) AS speedup_best,
-                   e.median_us, e.best_baseline, e.best_baseline_us, e.floor_fraction, e.tflops,
-                   count(DISTINCT e.kernel) AS kernels
+        SELECT e.id, e.M, e.N, e.K, e.gpu, e.mode, e.kernel, b.speedup_best, e.median_us, e.best_baseline,
+               e.best_baseline_us, e.floor_fraction, e.tflops, b.ranked_rows, k.family, k.proposer
+        FROM (
+            SELECT e.id AS id, max(e.speedup_best) AS speedup_best, count(*) AS ranked_rows
             FROM evaluations e{join} WHERE {" AND ".join(where)}
             GROUP BY e.M, e.N, e.K, e.gpu {"HAVING " + " AND ".join(having) if having else ""}
-        ) b JOIN kernels k ON k.hash = b.kernel LIMIT {LEADERBOARD_LIMIT}
+        ) b JOIN evaluations e ON e.id = b.id JOIN kernels k ON k.hash = e.kernel LIMIT {LEADERBOARD_LIMIT}
     """
     rows = [dict(r) for r in conn.execute(sql, params + hp)]
     keys = SORTS.get(sort, SORTS["shape"])
-    rows.sort(key=lambda r: tuple((r[k] is None, r[k] if r[k] is not None else 0) for k in keys), reverse=desc)
+    rows.sort(
+        key=lambda r: tuple((r[k] is None, r[k] if r[k] is not None else 0) for k in keys), reverse=desc
+    )
     return rows
 
 

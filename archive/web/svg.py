@@ -46,7 +46,10 @@ def heatmap(rows: list[dict], title: str, link: Callable[[dict], str] | None = N
     Ns = sorted({r["N"] for r in rows})
     cell = {(r["M"], r["N"]): r for r in rows}
     cw, ch, left, top = 52, 24, 58, 36
-    body = [_text(left + cw * len(Ns) / 2, 14, title, extra=' font-weight="bold"'), _text(left - 6, 28, "M \\ N", "end")]
+    body = [
+        _text(left + cw * len(Ns) / 2, 14, title, extra=' font-weight="bold"'),
+        _text(left - 6, 28, "M \\ N", "end"),
+    ]
     for j, n in enumerate(Ns):
         body.append(_text(left + cw * j + cw / 2, top - 4, str(n)))
     for i, m in enumerate(Ms):
@@ -144,7 +147,7 @@ def scatter(series: dict[str, list[dict]], title: str) -> str:
         c = palette[list(series).index(name) % len(palette)]
         body.append(
             f'<circle cx="{x(xv):.1f}" cy="{y(r["speedup"]):.1f}" r="3" fill="{c}" fill-opacity="0.75">'
-            f'<title>{escape(name)} {r["M"]}x{r["N"]}x{r["K"]}: {r["speedup"]:.3f}x</title></circle>'
+            f"<title>{escape(name)} {r['M']}x{r['N']}x{r['K']}: {r['speedup']:.3f}x</title></circle>"
         )
     return _svg(width, top + h + 36, body, title)
 
@@ -176,5 +179,7 @@ def progress(points: list[dict], title: str) -> str:
             path.append(("M" if not path else "L") + f"{x(i):.1f},{y(best):.1f}")
     path.append(f"L{x(n - 1):.1f},{y(best):.1f}")
     body.append(f'<path d="{" ".join(path)}" fill="none" stroke="#1a7f37" stroke-width="2"/>')
-    body.append(_text(left + plot_w / 2, top + h + 16, f"{n} ranked attempts in time order; line: best so far"))
+    body.append(
+        _text(left + plot_w / 2, top + h + 16, f"{n} ranked attempts in time order; line: best so far")
+    )
     return _svg(width, top + h + 24, body, title)

@@ -20,7 +20,9 @@ PROMPT = "Write a faster HGEMM kernel for {M}x{N}x{K}. <b>not bold</b>"
 REPLY = "Here is a kernel:\n```cuda\n{source}```"
 
 
-def fill(archive: Archive, n: int, *, seed: int = 0, per_run: int = 500, kernels: int = 2000) -> dict[str, int]:
+def fill(
+    archive: Archive, n: int, *, seed: int = 0, per_run: int = 500, kernels: int = 2000
+) -> dict[str, int]:
     """Add `n` synthetic attempts in runs of `per_run`; returns counts of what was added."""
     rng = random.Random(seed + 1)
     added = {"records": 0, "runs": 0, "llm_calls": 0}
