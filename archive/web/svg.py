@@ -97,20 +97,20 @@ def _range(values: list[float]) -> tuple[float, float]:
 
 
 def sorted_bars(rows: list[dict], title: str, link: Callable[[dict], str] | None = None) -> str:
-    """Speedup of every configuration, sorted ascending, one bar each, against the 1.0 line."""
+    """Speedup of every configuration, sorted ascending, one bar each, drawn from the 1.0 line."""
     rows = sorted(rows, key=lambda r: r["speedup"])
     width, h, left, top = max(320, 8 * len(rows) + 70), 180, 48, 24
     plot_w = width - left - 10
     bw = plot_w / max(1, len(rows))
     lo, hi = _range([r["speedup"] for r in rows])
-    lo = min(lo, 0.0)
     y, body = _axis_y(lo, hi, top, h, left, plot_w)
     body.insert(0, _text(width / 2, 14, title, extra=' font-weight="bold"'))
     for i, r in enumerate(rows):
         s = r["speedup"]
         x = left + i * bw
-        bar = (
-            f'<rect x="{x:.1f}" y="{y(s):.1f}" width="{max(1.0, bw - 1):.1f}" height="{y(lo) - y(s):.1f}" '
+        bar = (  # from the 1.0 line: up when faster than the best baseline, down when slower
+            f'<rect x="{x:.1f}" y="{min(y(s), y(1.0)):.1f}" width="{max(1.0, bw - 1):.1f}" '
+            f'height="{max(0.5, abs(y(1.0) - y(s))):.1f}" '
             f'fill="{colour(s)}" stroke="#888" stroke-width="0.5"><title>{r["M"]}x{r["N"]}x{r["K"]}: '
             f"{s:.3f}x</title></rect>"
         )
