@@ -31,14 +31,15 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     import uvicorn
-
     from hgemm.archive.web.app import create_app
 
     archive = build(tmp_path_factory.mktemp("browse") / "browse.db")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(create_app(archive["path"]), host="127.0.0.1", port=port, log_level="warning"))
+    srv = uvicorn.Server(
+        uvicorn.Config(create_app(archive["path"]), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

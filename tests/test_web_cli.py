@@ -13,9 +13,8 @@ import time
 import urllib.request
 
 import pytest
-from web_fixtures import build
-
 from hgemm.archive import Archive
+from web_fixtures import build
 
 
 def hgemm(*args: str, home, timeout: int = 120, **kw) -> subprocess.CompletedProcess:
@@ -118,7 +117,9 @@ def test_serve_answers_on_loopback_and_refuses_a_busy_port(filled):
         deadline, page = time.monotonic() + 60, None
         while page is None and time.monotonic() < deadline:
             try:
-                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/leaderboard", timeout=5).read().decode()
+                page = (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/leaderboard", timeout=5).read().decode()
+                )
             except OSError:
                 assert proc.poll() is None, proc.stderr.read()
                 time.sleep(0.2)
@@ -158,4 +159,6 @@ def test_truncated_compressed_import_is_one_line_and_imports_nothing(filled, tmp
 
 
 def test_negative_exemplars_is_one_line(tmp_path):
-    one_line_error(hgemm("prompt", "64", "64", "64", "--exemplars", "-3", home=tmp_path), "--exemplars must be 0")
+    one_line_error(
+        hgemm("prompt", "64", "64", "64", "--exemplars", "-3", home=tmp_path), "--exemplars must be 0"
+    )

@@ -6,10 +6,9 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from hgemm.archive.web.app import create_app
 from starlette.testclient import TestClient
 from web_fixtures import build
-
-from hgemm.archive.web.app import create_app
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +34,9 @@ def test_overview_has_plots_and_share_won(client):
 
 def test_leaderboard_sorts_and_filters(client):
     rows = client.get("/leaderboard?sort=speedup&desc=1").text
-    speeds = [float(x.split("x<")[0]) for x in rows.split('<td class="num sp-')[1:] for x in [x.split(">", 1)[1]]]
+    speeds = [
+        float(x.split("x<")[0]) for x in rows.split('<td class="num sp-')[1:] for x in [x.split(">", 1)[1]]
+    ]
     assert len(speeds) > 10 and speeds == sorted(speeds, reverse=True)
     only = client.get("/leaderboard?K=2048&family=wgmma_tma&min_speedup=1.0").text
     shapes = [c.split("<")[0] for c in only.split('class="shape-link" href="')[1:]]
@@ -96,7 +97,13 @@ def test_view_cannot_change_the_archive(client, archive):
     for url in ("/", "/leaderboard", "/runs", f"/kernel/{archive['hostile']}"):
         assert client.post(url).status_code == 405
         assert client.delete(url).status_code == 405
-    for url in ("/", "/leaderboard?sort=speedup", "/runs", "/shape/1024x1024x2048", f"/kernel/{archive['hostile']}"):
+    for url in (
+        "/",
+        "/leaderboard?sort=speedup",
+        "/runs",
+        "/shape/1024x1024x2048",
+        f"/kernel/{archive['hostile']}",
+    ):
         assert client.get(url).status_code == 200
     assert hashlib.sha256(archive["path"].read_bytes()).hexdigest() == before
     from hgemm.archive.web.data import open_readonly
