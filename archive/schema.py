@@ -177,8 +177,8 @@ def _unrank_disqualified(db: sqlite_utils.Database) -> None:
 
 def _browse(db: sqlite_utils.Database) -> None:
     """What the web view reads without a scan: records by run with their GPU-worker seconds (a column
-    computed from the record's JSON, kept in the index), LLM calls by kernel, and room for the prompt and
-    reply behind an LLM call."""
+    computed from the record's JSON, kept in the index), LLM calls by kernel, kernels by family, and room
+    for the prompt and reply behind an LLM call."""
     db.execute(
         "ALTER TABLE records ADD COLUMN eval_seconds REAL "
         "GENERATED ALWAYS AS (json_extract(record, '$.eval_seconds')) VIRTUAL"
@@ -187,6 +187,7 @@ def _browse(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE llm_calls ADD COLUMN prompt TEXT")
     db.execute("ALTER TABLE llm_calls ADD COLUMN reply TEXT")
     db["llm_calls"].create_index(["kernel_hash"], index_name="idx_llm_calls_kernel")
+    db["kernels"].create_index(["family"], index_name="idx_kernels_family")
 
 
 MIGRATIONS: list[Migration] = [

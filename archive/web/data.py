@@ -166,9 +166,9 @@ def leaderboard(
         if value is not None:
             where.append(f"e.{col} = ?")
             params.append(value)
-    join = ""
-    if family:
-        join = " JOIN kernels fk ON fk.hash = e.kernel"
+    source = "evaluations e"
+    if family:  # the family's kernels first (CROSS JOIN fixes the order), then each one's rows by the kernel index
+        source = "kernels fk CROSS JOIN evaluations e ON e.kernel = fk.hash"
         where.append("fk.family = ?")
         params.append(family)
     having, hp = [], []
@@ -185,7 +185,7 @@ def leaderboard(
                e.best_baseline_us, e.floor_fraction, e.tflops, b.ranked_rows, k.family, k.proposer
         FROM (
             SELECT e.id AS id, max(e.speedup_best) AS speedup_best, count(*) AS ranked_rows
-            FROM evaluations e{join} WHERE {" AND ".join(where)}
+            FROM {source} WHERE {" AND ".join(where)}
             GROUP BY e.M, e.N, e.K, e.gpu {"HAVING " + " AND ".join(having) if having else ""}
         ) b JOIN evaluations e ON e.id = b.id JOIN kernels k ON k.hash = e.kernel LIMIT {LEADERBOARD_LIMIT}
     """
