@@ -167,7 +167,8 @@ def leaderboard(
             where.append(f"e.{col} = ?")
             params.append(value)
     source = "evaluations e"
-    if family:  # the family's kernels first (CROSS JOIN fixes the order), then each one's rows by the kernel index
+    # with a family: its kernels first (CROSS JOIN fixes the order), then each one's rows by the kernel index
+    if family:
         source = "kernels fk CROSS JOIN evaluations e ON e.kernel = fk.hash"
         where.append("fk.family = ?")
         params.append(family)
