@@ -162,3 +162,19 @@ def test_negative_exemplars_is_one_line(tmp_path):
     one_line_error(
         hgemm("prompt", "64", "64", "64", "--exemplars", "-3", home=tmp_path), "--exemplars must be 0"
     )
+
+
+def test_render_benchmark_writes_its_report(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "hgemm.bench.web_bench", "--evaluations", "1500", "--reps", "2",
+                          "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "HGEMM_HOME": str(tmp_path / "home")})  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (js,) = tmp_path.glob("web-render-*.json")
+    report = json.loads(js.read_text())
+    assert report["archive"]["evaluation_rows"] >= 1500 and report["machine"]["cpu"]
+    assert set(report["pages"]) >= {"overview", "leaderboard", "shape", "kernel", "parent diff", "runs"}
+    assert all(p["requests"] == 2 and p["p95_ms"] > 0 for p in report["pages"].values())
+    assert (
+        js.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+        and "| overview |" in js.with_suffix(".md").read_text()
+    )
