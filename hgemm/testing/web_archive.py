@@ -2,14 +2,15 @@
 and one kernel whose text tries to break out of the page (it must show as text).
 
 Invariants: deterministic for a seed (apart from creation times); nothing here is a measurement. Used by
-the web view's tests and its render benchmark.
+the web view's tests and its render benchmark; takes an open `hgemm.archive.Archive` (not imported here:
+test support sits below the archive).
 """
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
-from hgemm.archive import Archive
 from hgemm.testing.synthetic import attempts
 
 HOSTILE = (
@@ -20,9 +21,7 @@ PROMPT = "Write a faster HGEMM kernel for {M}x{N}x{K}. <b>not bold</b>"
 REPLY = "Here is a kernel:\n```cuda\n{source}```"
 
 
-def fill(
-    archive: Archive, n: int, *, seed: int = 0, per_run: int = 500, kernels: int = 2000
-) -> dict[str, int]:
+def fill(archive: Any, n: int, *, seed: int = 0, per_run: int = 500, kernels: int = 2000) -> dict[str, int]:
     """Add `n` synthetic attempts in runs of `per_run`; returns counts of what was added."""
     rng = random.Random(seed + 1)
     added = {"records": 0, "runs": 0, "llm_calls": 0}
@@ -66,6 +65,6 @@ def fill(
     return added
 
 
-def add_hostile(archive: Archive, parent: str | None = None) -> str:
+def add_hostile(archive: Any, parent: str | None = None) -> str:
     """A kernel whose source holds markup and script; returns its hash."""
     return archive.add_kernel(HOSTILE, family="hostile", parents=[parent] if parent else [], proposer="llm:x")
