@@ -8,7 +8,7 @@ $(BIN)/python:
 
 .PHONY: test run lint
 test: $(BIN)/python
-	$(BIN)/python -m pip install -q -c constraints-cpu.txt -e '.[test]' && $(BIN)/python -m pytest
+	$(BIN)/python -m pip install -q -c constraints-cpu.txt -e '.[test]' && sh .ci/chromium && $(BIN)/python -m pytest
 
 run: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[gpu]' && $(BIN)/hgemm optimize 1024 1024 1024

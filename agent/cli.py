@@ -27,7 +27,7 @@ def _register() -> None:
     from importlib import import_module
 
     for module in ("hgemm.evaluator.cli", "hgemm.agent.commands", "hgemm.agent.sweep", "hgemm.archive.cli", "hgemm.index.cli",
-                   "hgemm.agent.finetune.cli"):
+                   "hgemm.agent.finetune.cli", "hgemm.archive.web.cli"):
         import_module(module).register(app)
 
 

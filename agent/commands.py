@@ -343,6 +343,8 @@ def prompt_command(
 ) -> None:
     """Print the prompt the LLM proposer would send now for M×N×K (no GPU needed)."""
     shape = Shape(M, N, K)
+    if exemplars is not None and exemplars < 0:
+        raise BadInput(f"--exemplars must be 0 or more, got {exemplars}")
     config = load_config(config_file)
     from hgemm.agent.llm.prompt import build_prompt
     from hgemm.agent.proposer import ProposalContext

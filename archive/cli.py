@@ -1,7 +1,9 @@
 """`hgemm archive ...`: list, show, best, lineage, diff, history, attempts, stats, export, import.
 
 Commands only parse arguments, call `archive.Archive` and print rich tables; ids accept hash prefixes.
-`--db FILE` (on the `archive` group) opens another archive file than the default one.
+`--db FILE` (on the `archive` group) opens another archive file than the default one. Every read command
+takes `--json` (the same facts as JSON on stdout, nothing else there); `--source` prints only the kernel's
+source on stdout, so `hgemm archive best M N K --source > k.cu` writes a file that compiles.
 """
 
 from __future__ import annotations
@@ -46,10 +48,18 @@ def _params(p: dict | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(p.items())) if p else "-"
 
 
-def _console():
+def _console(err: bool = False):
     from rich.console import Console
 
-    return Console(width=160)
+    return Console(width=160, stderr=err)
+
+
+def _json(value: Any) -> None:
+    """`value` as JSON on stdout: the machine-readable twin of a command's table."""
+    typer.echo(json.dumps(value, indent=2, default=str))
+
+
+JSON_HELP = "Print JSON on stdout instead of a table."
 
 
 def _ranked_table(title: str, found: list[dict]) -> Any:
@@ -94,10 +104,13 @@ def list_cmd(
     gpu: str = typer.Option(None, "--gpu", help="Only this GPU name."),
     top: int = typer.Option(1, "--top", min=1, help="Kernels per shape."),
     mode: str = typer.Option("offline", "--mode"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Leaderboard: the fastest correct kernels per shape and GPU (full-stage evaluations only)."""
     with _open(ctx) as a:
         found = a.leaderboard(gpu=gpu, mode=mode, top=top, shape=_shape(shape) if shape else None)
+    if as_json:
+        return _json(found)
     if not found:
         typer.echo("no ranked evaluations yet")
         return
@@ -108,7 +121,8 @@ def list_cmd(
 def show_cmd(
     ctx: typer.Context,
     kernel_id: str = typer.Argument(..., metavar="ID"),
-    source: bool = typer.Option(False, "--source", help="Print the source too."),
+    source: bool = typer.Option(False, "--source", help="Print only the source (nothing else on stdout)."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """A kernel: its facts, parents, children and every evaluation."""
     from rich.table import Table
@@ -121,6 +135,11 @@ def show_cmd(
             "FROM records r LEFT JOIN evaluations e ON e.record_id = r.id WHERE r.kernel = ? ORDER BY r.id, e.mode",
             (k["hash"],),
         )
+    if source:
+        typer.echo(k["source"], nl=not k["source"].endswith("\n"))
+        return
+    if as_json:
+        return _json({**k, "evaluations": [dict(e) for e in evals]})
     c = _console()
     c.print(
         f"[bold]{k['hash']}[/]  family={k['family'] or '-'}  proposer={k['proposer']}  created={k['created']}"
@@ -139,8 +158,6 @@ def show_cmd(
             _fmt(e["median_us"], 2), _fmt(e["speedup_best"]), e["best_baseline"] or "-", _fmt(e["floor_fraction"], 2),
         )  # fmt: skip
     c.print(t)
-    if source:
-        typer.echo(k["source"])
 
 
 @archive_app.command("best")
@@ -151,7 +168,10 @@ def best_cmd(
     K: int = typer.Argument(...),
     gpu: str = typer.Option(None, "--gpu"),
     mode: str = typer.Option("offline", "--mode"),
-    source: bool = typer.Option(False, "--source", help="Print the winning source."),
+    source: bool = typer.Option(
+        False, "--source", help="Print only the winning source (the table goes to stderr)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """The fastest correct kernel for one shape."""
     from hgemm.core.shape import Shape
@@ -160,20 +180,32 @@ def best_cmd(
     with _open(ctx) as a:
         b = a.best(M, N, K, gpu=gpu, mode=mode)
     if b is None:
-        typer.echo(f"no ranked evaluation of {M}x{N}x{K}" + (f" on {gpu}" if gpu else ""))
+        if as_json:
+            _json(None)
+        typer.echo(
+            f"no ranked evaluation of {M}x{N}x{K}" + (f" on {gpu}" if gpu else ""), err=as_json or source
+        )
         raise typer.Exit(1)
-    _console().print(_ranked_table(f"best {M}x{N}x{K} ({mode})", [b]))
+    if as_json:
+        return _json(b)
+    _console(err=source).print(_ranked_table(f"best {M}x{N}x{K} ({mode})", [b]))
     if source:
-        typer.echo(b["source"])
+        typer.echo(b["source"], nl=not b["source"].endswith("\n"))
 
 
 @archive_app.command("lineage")
-def lineage_cmd(ctx: typer.Context, kernel_id: str = typer.Argument(..., metavar="ID")) -> None:
+def lineage_cmd(
+    ctx: typer.Context,
+    kernel_id: str = typer.Argument(..., metavar="ID"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
     """Ancestors and descendants of a kernel."""
     from rich.table import Table
 
     with _open(ctx) as a:
         lin = a.lineage(kernel_id)
+    if as_json:
+        return _json(lin)
     t = Table(title=f"lineage of {lin['kernel']['hash']}")
     for col in ("relation", "depth", "kernel", "family", "proposer", "best offline speedup"):
         t.add_column(col)
@@ -193,6 +225,7 @@ def diff_cmd(
     ctx: typer.Context,
     first: str = typer.Argument(..., metavar="ID1"),
     second: str = typer.Argument(..., metavar="ID2"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Unified diff of two kernels' sources."""
     with _open(ctx) as a:
@@ -200,7 +233,10 @@ def diff_cmd(
     lines = difflib.unified_diff(
         k1["source"].splitlines(keepends=True), k2["source"].splitlines(keepends=True), k1["hash"], k2["hash"]
     )
-    typer.echo("".join(lines), nl=False)
+    text = "".join(lines)
+    if as_json:
+        return _json({"old": k1["hash"], "new": k2["hash"], "diff": text})
+    typer.echo(text, nl=False)
 
 
 @archive_app.command("history")
@@ -211,12 +247,15 @@ def history_cmd(
     K: int = typer.Argument(...),
     gpu: str = typer.Option(None, "--gpu"),
     mode: str = typer.Option("offline", "--mode"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """How the best speedup on a shape improved over time."""
     from rich.table import Table
 
     with _open(ctx) as a:
         found = a.history(M, N, K, gpu=gpu, mode=mode)
+    if as_json:
+        return _json(found)
     t = Table(title=f"improvements on {M}x{N}x{K} ({mode})")
     for col in ("when", "kernel", "family", "proposer", "gpu", "speedup", "previous"):
         t.add_column(col)
@@ -234,6 +273,7 @@ def attempts_cmd(
     K: int = typer.Argument(...),
     gpu: str = typer.Option(None, "--gpu"),
     limit: int = typer.Option(50, "--limit", min=1),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Every attempt on a shape, newest first, failures included."""
     from rich.table import Table
@@ -241,6 +281,8 @@ def attempts_cmd(
     with _open(ctx) as a:
         found = a.attempts(M, N, K, gpu=gpu, limit=limit)
         fails = a.failures(M, N, K, gpu=gpu)
+    if as_json:
+        return _json({"attempts": found, "failures": fails})
     t = Table(title=f"attempts on {M}x{N}x{K}")
     for col in (
         "record",
@@ -269,6 +311,7 @@ def attempts_cmd(
 def stats_cmd(
     ctx: typer.Context,
     check: bool = typer.Option(False, "--check", help="Also run SQLite's integrity check."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Counts: kernels, records, shapes, GPUs, failures, runs, LLM calls and cost."""
     from rich.table import Table
@@ -277,6 +320,8 @@ def stats_cmd(
         s = a.stats()
         if check:
             s["integrity"] = a.check()
+    if as_json:
+        return _json(s)
     t = Table(title="archive")
     t.add_column("what")
     t.add_column("value")

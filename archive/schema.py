@@ -9,7 +9,8 @@ Invariants:
 
 Layout: `kernels` (one row per content hash), `kernel_parents` (lineage edges), `records` (one row per
 `EvalRecord`, full JSON kept), `evaluations` (one row per record and timed mode, denormalised for ranked
-queries), `runs`, `llm_calls`, `finetunes` (one row per fine-tune of the local proposer model).
+queries), `runs`, `llm_calls` (with the prompt and reply when the caller keeps them), `finetunes` (one row per
+fine-tune of the local proposer model).
 """
 
 from __future__ import annotations
@@ -197,11 +198,27 @@ def _finetunes(db: sqlite_utils.Database) -> None:
     )
 
 
+def _browse(db: sqlite_utils.Database) -> None:
+    """What the web view reads without a scan: records by run with their GPU-worker seconds (a column
+    computed from the record's JSON, kept in the index), LLM calls by kernel, kernels by family, and room
+    for the prompt and reply behind an LLM call."""
+    db.execute(
+        "ALTER TABLE records ADD COLUMN eval_seconds REAL "
+        "GENERATED ALWAYS AS (json_extract(record, '$.eval_seconds')) VIRTUAL"
+    )
+    db.execute('CREATE INDEX "idx_records_run" ON "records" ("run_id", "eval_seconds")')
+    db.execute("ALTER TABLE llm_calls ADD COLUMN prompt TEXT")
+    db.execute("ALTER TABLE llm_calls ADD COLUMN reply TEXT")
+    db["llm_calls"].create_index(["kernel_hash"], index_name="idx_llm_calls_kernel")
+    db["kernels"].create_index(["family"], index_name="idx_kernels_family")
+
+
 MIGRATIONS: list[Migration] = [
     ("001_initial", _initial),
     ("002_ranking_index", _ranked_order_index),
     ("003_unrank_disqualified", _unrank_disqualified),
     ("004_finetunes", _finetunes),
+    ("005_browse", _browse),
 ]
 
 

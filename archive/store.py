@@ -335,7 +335,11 @@ class Archive:
         latency_s: float,
         outcome: str,
         kernel_hash: str | None = None,
+        prompt: str | None = None,
+        reply: str | None = None,
     ) -> int:
+        """One LLM call of a run; `prompt` and `reply` (the texts, when the caller keeps them) are shown
+        beside the kernel the reply produced."""
         row = {
             "uid": uuid.uuid4().hex,
             "run_id": run_id,
@@ -346,6 +350,8 @@ class Archive:
             "latency_s": float(latency_s),
             "outcome": outcome,
             "kernel_hash": kernel_hash,
+            "prompt": prompt,
+            "reply": reply,
             "created": _now(),
         }
         with self.writer.transaction() as conn:

@@ -19,6 +19,7 @@ import io
 import json
 import lzma
 import sys
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -111,6 +112,16 @@ def export(archive, path: Path | str | None, fmt: str) -> int:
 
 
 def _read_jsonl(path: Path, compression: str | None = None) -> Iterator[dict[str, Any]]:
+    """The lines of a jsonl export; a cut-off or damaged compressed file raises `ArchiveCorrupt` (the
+    import's transaction then rolls back: nothing of it is kept)."""
+    try:
+        yield from _jsonl_lines(path, compression)
+    except (EOFError, lzma.LZMAError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as e:
+        what = "truncated" if isinstance(e, EOFError) else f"damaged ({e})"
+        raise ArchiveCorrupt(f"{path} is {what}; nothing was imported from it") from e
+
+
+def _jsonl_lines(path: Path, compression: str | None) -> Iterator[dict[str, Any]]:
     with _open_text(path, "r", compression) as f:
         first = True
         for number, text in enumerate(f, 1):

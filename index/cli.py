@@ -1,10 +1,12 @@
 """`hgemm index ...`: query (nearest shapes' best kernels and attempts), search (text), rebuild.
 
-Commands parse arguments, open the archive and a `Retriever`, and print rich tables.
+Commands parse arguments, open the archive and a `Retriever`, and print rich tables; `--json` on the read
+commands (query, search) prints the same facts as JSON on stdout instead.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -39,6 +41,10 @@ def _attempt_table(title: str, rows: list[dict], score_key: str):
     return t
 
 
+def _json(value) -> None:
+    typer.echo(json.dumps(value, indent=2, default=str))
+
+
 def _console():
     from rich.console import Console
 
@@ -62,6 +68,7 @@ def query_cmd(
     gpu: str = typer.Option(None, "--gpu"),
     k: int = typer.Option(5, "--k", min=1, help="How many shapes / attempts."),
     sm_count: int = typer.Option(132, "--sm-count", help="SM count for the wave features."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout instead of tables."),
 ) -> None:
     """Best kernels of the nearest shapes, then the nearest attempts (failures included)."""
     from rich.table import Table
@@ -72,6 +79,8 @@ def query_cmd(
     with a:
         shapes = r.similar_shapes(shape, gpu=gpu, k=k)
         attempts = r.history(shape, gpu=gpu, k=k)
+    if as_json:
+        return _json({"shapes": shapes, "attempts": attempts})
     t = Table(title=f"nearest shapes to {M}x{N}x{K}")
     for col in (
         "shape",
@@ -99,11 +108,14 @@ def search_cmd(
     ctx: typer.Context,
     text: str = typer.Argument(..., help="What to look for, in words."),
     k: int = typer.Option(10, "--k", min=1),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout instead of a table."),
 ) -> None:
     """Attempts whose description matches the text."""
     a, r = _open(ctx, 132)
     with a:
         found = r.search_text(text, k=k)
+    if as_json:
+        return _json(found)
     if not found:
         typer.echo("nothing matched")
         return

@@ -9,18 +9,29 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hgemm.core.errors import BadInput
+
+
+def _make_dir(path: Path) -> Path:
+    """Create `path` (and parents); a path that cannot be a writable folder is a `BadInput`, not a traceback."""
+    if path.exists() and not path.is_dir():
+        raise BadInput(f"cannot use {path} as hgemm's state folder (HGEMM_HOME): it is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"cannot use {path} as hgemm's state folder (HGEMM_HOME): {e.strerror}") from e
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise BadInput(f"cannot use {path} as hgemm's state folder (HGEMM_HOME): not writable")
+    return path
+
 
 def state_root() -> Path:
-    root = Path(os.environ.get("HGEMM_HOME") or Path.home() / ".hgemm").expanduser()
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    return _make_dir(Path(os.environ.get("HGEMM_HOME") or Path.home() / ".hgemm").expanduser())
 
 
 def state_dir(name: str) -> Path:
     """A named sub-directory of the state root (created on demand): cache, archive, index, gpu, logs."""
-    path = state_root() / name
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _make_dir(state_root() / name)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
