@@ -77,10 +77,19 @@ def parse_gpus(text: str) -> list[str]:
 WORKER_CONFIG = {"distributed.worker.daemon": False, "distributed.scheduler.allowed-failures": 0}
 
 
+def quiet() -> None:
+    """Dask's own INFO lines would bury the sweep's progress: warnings and errors only."""
+    import logging
+
+    for name in ("distributed", "dask_cuda"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def open_cluster(gpus: list[str]) -> Any:
     """A cluster on this host with one single-threaded worker per entry of `gpus`, each pinned to it."""
     import dask
 
+    quiet()
     dask.config.set(WORKER_CONFIG)
     try:
         from dask_cuda import LocalCUDACluster
@@ -88,7 +97,8 @@ def open_cluster(gpus: list[str]) -> Any:
         LocalCUDACluster = None
     if LocalCUDACluster is not None:
         return LocalCUDACluster(
-            CUDA_VISIBLE_DEVICES=",".join(gpus), threads_per_worker=1, dashboard_address=None, silence_logs=40
+            CUDA_VISIBLE_DEVICES=",".join(gpus), threads_per_worker=1, dashboard_address=None, silence_logs=40,
+            host="127.0.0.1",
         )
     return pinned_cluster(gpus)
 
@@ -100,7 +110,7 @@ def pinned_cluster(gpus: list[str]) -> Any:
     from distributed import Nanny, Scheduler, SpecCluster
 
     dask.config.set(WORKER_CONFIG)
-    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": None}}
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": False}}
     workers = {
         f"gpu{g}": {
             "cls": Nanny,
@@ -306,6 +316,7 @@ def run_slots(
                     evaluator._gpu = None  # a fresh worker may stand behind the slot
                     continue
                 row = failed(shape, reason)
+            row["worker"] = slot
             with lock:
                 on_row(row)
             display.finish(slot, row)

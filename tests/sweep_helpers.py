@@ -1,0 +1,60 @@
+"""Stand-in evaluators for distributed sweep tests, importable by Dask worker processes (they inherit the
+test's sys.path), and a driver script entry point that runs `hgemm sweep` with them.
+
+- `SlowStandin`: the stand-in evaluator, each call taking `HGEMM_TEST_EVAL_DELAY` seconds (so a kill lands
+  mid-sweep) and reporting the worker's pin and process in its records' `gpu`-independent fields.
+- `KillingStandin`: kills its own worker process (SIGKILL) on the first evaluation of each shape named in
+  `HGEMM_TEST_KILL_ONCE` (a marker file in `HGEMM_TEST_KILL_DIR` remembers it), and on every evaluation of
+  the shapes in `HGEMM_TEST_KILL_ALWAYS`.
+- `python tests/sweep_helpers.py sweep ...` is `hgemm sweep ...` with `KillingStandin` as the evaluator.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from standin import StandinEvaluator  # noqa: E402
+
+
+def _shapes(var: str) -> set[str]:
+    return {s.strip() for s in os.environ.get(var, "").split(",") if s.strip()}
+
+
+class SlowStandin(StandinEvaluator):
+    def evaluate(self, sources, shape, **kw):
+        delay = float(os.environ.get("HGEMM_TEST_EVAL_DELAY", "0") or 0)
+        if delay:
+            time.sleep(delay)
+        return super().evaluate(sources, shape, **kw)
+
+
+class KillingStandin(SlowStandin):
+    def evaluate(self, sources, shape, **kw):
+        M, N, K = shape
+        key = f"{M}x{N}x{K}"
+        if key in _shapes("HGEMM_TEST_KILL_ALWAYS"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if key in _shapes("HGEMM_TEST_KILL_ONCE"):
+            marker = Path(os.environ["HGEMM_TEST_KILL_DIR"]) / f"killed-{key}"
+            if not marker.exists():
+                marker.write_text(str(os.getpid()))
+                os.kill(os.getpid(), signal.SIGKILL)
+        return super().evaluate(sources, shape, **kw)
+
+
+def main() -> None:
+    from hgemm.agent import cli, commands
+
+    commands.open_evaluator = KillingStandin
+    sys.argv = ["hgemm", *sys.argv[1:]]
+    cli.main()
+
+
+if __name__ == "__main__":
+    main()
