@@ -110,20 +110,22 @@ def expected_cost(shape: Iterable[int]) -> float:
     return math.log10(2 * M * N * K + 1e9)
 
 
-def _step(d: int) -> float:
-    return math.log2(d)
+def steps(shapes: Iterable[Shape]) -> dict[int, int]:
+    """Each size the shapes use -> its rank among them: one grid step is one rank."""
+    return {v: i for i, v in enumerate(sorted({d for s in shapes for d in s}))}
 
 
-def distance(a: Iterable[int], b: Iterable[int]) -> float:
-    """Grid steps between two shapes (log2 of each dimension's ratio, summed)."""
-    return sum(abs(_step(x) - _step(y)) for x, y in zip(a, b, strict=True))
+def distance(a: Iterable[int], b: Iterable[int], rank: dict[int, int]) -> int:
+    """Grid steps between two shapes (rank differences of each dimension, summed)."""
+    return sum(abs(rank[x] - rank[y]) for x, y in zip(a, b, strict=True))
 
 
 def schedule(pending: list[Shape], done: Iterable[Shape] = ()) -> list[Shape]:
-    """The order to search `pending` in: waves by rounded grid distance to the nearest shape already done
-    (or, with none done, to the smallest pending shape), the longest expected search first within a wave."""
-    anchors = list(done) or ([min(pending, key=lambda s: (s.M * s.N * s.K, s))] if pending else [])
-    waves = {}
-    for s in pending:
-        waves[s] = round(min(distance(s, a) for a in anchors))
+    """The order to search `pending` in: waves by grid steps to the nearest shape already done (or, with none
+    done, to the smallest pending shape), so that every shape has a neighbour done or in an earlier wave; the
+    longest expected search first within a wave."""
+    done = list(done)
+    anchors = done or ([min(pending, key=lambda s: (s.M * s.N * s.K, s))] if pending else [])
+    rank = steps(list(pending) + anchors)
+    waves = {s: min(distance(s, a, rank) for a in anchors) for s in pending}
     return sorted(pending, key=lambda s: (waves[s], -expected_cost(s), s))
