@@ -123,7 +123,9 @@ def unfinished(archive: ArchiveStore, M: int, N: int, K: int, gpu: str) -> bool:
     return bool(rows) and rows[0]["status"] != "done"
 
 
-def resumable_row(archive: ArchiveStore | None, M: int, N: int, K: int, gpu: str, objective: str) -> dict[str, Any] | None:
+def resumable_row(
+    archive: ArchiveStore | None, M: int, N: int, K: int, gpu: str, objective: str
+) -> dict[str, Any] | None:
     """The archive's row for a shape a resumed sweep need not search again, or None."""
     if archive is None:
         return None

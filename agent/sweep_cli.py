@@ -71,9 +71,14 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 def sweep_command(
     grid: str = typer.Option(
-        "grid100", "--grid", help="full (the 1,000 configurations M, N, K in 64..16384), grid100, or a shapes "
-        "file: one 'M N K' per line, # comments"),  # fmt: skip
-    budget_evals: int = typer.Option(None, "--budget-evals", min=1, help="evaluations per shape (default 64, or hgemm.toml's)"),
+        "grid100",
+        "--grid",
+        help="full (the 1,000 configurations M, N, K in 64..16384), grid100, or a shapes "
+        "file: one 'M N K' per line, # comments",
+    ),  # fmt: skip
+    budget_evals: int = typer.Option(
+        None, "--budget-evals", min=1, help="evaluations per shape (default 64, or hgemm.toml's)"
+    ),
     budget_minutes: float = typer.Option(None, "--budget-minutes", help="wall-clock minutes per shape"),
     resume: bool = typer.Option(
         True,
@@ -85,36 +90,70 @@ def sweep_command(
     name: str = typer.Option(None, "--name", help="report name (default: the grid's name)"),
     seed: int = typer.Option(None, "--seed", help="template proposer seed"),
     refresh: int = typer.Option(
-        None, "--refresh", min=0, help="re-measure this many of a shape's fastest configurations whose template "
-        "changed since they were archived (0: never; default 2)"),  # fmt: skip
+        None,
+        "--refresh",
+        min=0,
+        help="re-measure this many of a shape's fastest configurations whose template "
+        "changed since they were archived (0: never; default 2)",
+    ),  # fmt: skip
     refresh_within: float = typer.Option(
-        None, "--refresh-within", min=1.0, help="re-measure only those measured within this factor of the "
-        f"shape's best time (default {REFRESH_WITHIN})"),  # fmt: skip
+        None,
+        "--refresh-within",
+        min=1.0,
+        help="re-measure only those measured within this factor of the "
+        f"shape's best time (default {REFRESH_WITHIN})",
+    ),  # fmt: skip
     sanitize: bool = typer.Option(
-        False, "--sanitize", help="run compute-sanitizer memcheck and racecheck on each shape's winner (the next best if it fails)"
+        False,
+        "--sanitize",
+        help="run compute-sanitizer memcheck and racecheck on each shape's winner (the next best if it fails)",
     ),
     export_archive: Path = typer.Option(
-        None, "--export-archive", help="also write the whole archive as jsonl at the end and on Ctrl-C (for "
-        "`hgemm archive import` or --import-archive elsewhere)"),  # fmt: skip
+        None,
+        "--export-archive",
+        help="also write the whole archive as jsonl at the end and on Ctrl-C (for "
+        "`hgemm archive import` or --import-archive elsewhere)",
+    ),  # fmt: skip
     import_archive: Path = typer.Option(
-        None, "--import-archive", help="first merge this archive export, when the file exists (idempotent)"),
+        None, "--import-archive", help="first merge this archive export, when the file exists (idempotent)"
+    ),
     objective: str = typer.Option(
-        "both", "--objective", help="pick each shape's kernel by: both (geomean of offline and server speedups), offline, server"
+        "both",
+        "--objective",
+        help="pick each shape's kernel by: both (geomean of offline and server speedups), offline, server",
     ),
     quick_server: bool = typer.Option(
-        None, "--quick-server/--no-quick-server", help="time server mode at the quick stage too; promote finalists by the objective"
+        None,
+        "--quick-server/--no-quick-server",
+        help="time server mode at the quick stage too; promote finalists by the objective",
     ),
     confirm: int = typer.Option(
-        None, help="after each search, measure this many best kernels again and report the winner by those figures "
-        "(0: unconfirmed; not counted in --budget-evals; default 3)"),  # fmt: skip
-    confirm_reps: int = typer.Option(None, help="fresh evaluations of each kernel --confirm measures (default 3)"),
+        None,
+        help="after each search, measure this many best kernels again and report the winner by those figures "
+        "(0: unconfirmed; not counted in --budget-evals; default 3)",
+    ),  # fmt: skip
+    confirm_reps: int = typer.Option(
+        None, help="fresh evaluations of each kernel --confirm measures (default 3)"
+    ),
     gpus: str = typer.Option(None, "--gpus", help="all or device numbers (0,1,...): one Dask worker per GPU"),
-    scheduler: str = typer.Option(None, "--scheduler", help="address of a running Dask scheduler (workers on other hosts)"),
-    limit: int = typer.Option(None, "--limit", min=1, help="search at most this many shapes in this run (resumed ones are free)"),
-    shard_spec: str = typer.Option(None, "--shard", help="I/N: only every N-th shape of the grid, from the I-th (0-based)"),
+    scheduler: str = typer.Option(
+        None, "--scheduler", help="address of a running Dask scheduler (workers on other hosts)"
+    ),
+    limit: int = typer.Option(
+        None, "--limit", min=1, help="search at most this many shapes in this run (resumed ones are free)"
+    ),
+    shard_spec: str = typer.Option(
+        None, "--shard", help="I/N: only every N-th shape of the grid, from the I-th (0-based)"
+    ),
     eval_timeout: float = typer.Option(
-        900.0, "--eval-timeout", min=1.0, help="with --gpus/--scheduler: seconds before a silent worker counts as hung"),
-    config: Path = typer.Option(None, "--config", help="settings file (default: ./hgemm.toml, then $HGEMM_HOME/hgemm.toml)"),
+        900.0,
+        "--eval-timeout",
+        min=1.0,
+        help="with --gpus/--scheduler: seconds before a silent worker counts as hung",
+    ),
+    config: Path = typer.Option(
+        None, "--config", help="settings file (default: ./hgemm.toml, then $HGEMM_HOME/hgemm.toml)"
+    ),
 ) -> None:
     """Optimise every shape of a grid with the template proposer and write a report."""
     from hgemm.agent.loop import validate_objective
@@ -165,7 +204,9 @@ def sweep_command(
         paths = write_report(rows, out, report_name)
         summary = summarize(rows)
         for mode in MODES:
-            typer.echo(f"{mode}: geomean speedup vs best baseline {_fmt(summary[mode]['geomean_speedup_best'])}x")
+            typer.echo(
+                f"{mode}: geomean speedup vs best baseline {_fmt(summary[mode]['geomean_speedup_best'])}x"
+            )
         typer.echo("wrote " + ", ".join(str(p) for p in paths.values()))
     if interrupted:
         typer.echo(f"interrupted after {len(rows)} of {len(shapes)} shapes: run the same command again to continue",
@@ -188,7 +229,9 @@ def _run_here(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
     with open_evaluator() as evaluator:
         info = evaluator.gpu_info()
         if limit is not None:
-            done = {s: r for s in shapes if resume and (r := resumable_row(archive, *s, info.name, st.objective))}
+            done = {
+                s: r for s in shapes if resume and (r := resumable_row(archive, *s, info.name, st.objective))
+            }
             shapes = _pick(shapes, done, limit)
         retriever = Retriever(archive, gpu_sm_count=info.sm_count)
         run_sweep(
@@ -216,11 +259,18 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             infos = {slot: pool.call(slot, worker_gpu, timeout=600) for slot in pool.slots()}
             names = sorted({info.name for info, _, _ in infos.values()})
             if len(names) != 1:
-                raise BadInput(f"the workers have different GPUs ({', '.join(names)}): run one sweep per GPU model")
+                raise BadInput(
+                    f"the workers have different GPUs ({', '.join(names)}): run one sweep per GPU model"
+                )
             info = next(iter(infos.values()))[0]
             gpu = info.name
-            typer.echo(f"{len(infos)} worker(s) on {gpu}: " + ", ".join(
-                f"{slot} (CUDA_VISIBLE_DEVICES={pin or '-'}, pid {pid})" for slot, (_, pin, pid) in sorted(infos.items())))
+            typer.echo(
+                f"{len(infos)} worker(s) on {gpu}: "
+                + ", ".join(
+                    f"{slot} (CUDA_VISIBLE_DEVICES={pin or '-'}, pid {pid})"
+                    for slot, (_, pin, pid) in sorted(infos.items())
+                )
+            )
             lock = threading.RLock()
             shared = Locked(archive, lock)
             retriever = Locked(Retriever(archive, gpu_sm_count=info.sm_count), lock)
@@ -229,7 +279,9 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             rows = {s: r for s, r in done.items()}
             grid_order = {s: i for i, s in enumerate(shapes)}
             if done:
-                typer.echo(f"resuming: {len(done)} of {len(shapes)} shapes already in the archive; {len(order)} to search")
+                typer.echo(
+                    f"resuming: {len(done)} of {len(shapes)} shapes already in the archive; {len(order)} to search"
+                )
                 on_rows([rows[s] for s in sorted(rows, key=grid_order.get)])
 
             def search(shape: Shape, evaluator: Any) -> dict[str, Any]:
@@ -248,7 +300,9 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             started = time.monotonic()
             with SweepDisplay(len(done) + len(order), list(done.values())) as display:
                 run_slots(order, pool=pool, search=search, failed=failed, on_row=on_row, display=display)
-            typer.echo(f"searched {len(order)} shapes in {time.monotonic() - started:.0f} s on {len(infos)} worker(s)")
+            typer.echo(
+                f"searched {len(order)} shapes in {time.monotonic() - started:.0f} s on {len(infos)} worker(s)"
+            )
     finally:
         if cluster is not None:
             cluster.close()

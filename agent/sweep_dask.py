@@ -97,7 +97,10 @@ def open_cluster(gpus: list[str]) -> Any:
         LocalCUDACluster = None
     if LocalCUDACluster is not None:
         return LocalCUDACluster(
-            CUDA_VISIBLE_DEVICES=",".join(gpus), threads_per_worker=1, dashboard_address=None, silence_logs=40,
+            CUDA_VISIBLE_DEVICES=",".join(gpus),
+            threads_per_worker=1,
+            dashboard_address=None,
+            silence_logs=40,
             host="127.0.0.1",
         )
     return pinned_cluster(gpus)
@@ -210,7 +213,9 @@ class WorkerPool:
             while True:
                 if self.stop.is_set():
                     raise KeyboardInterrupt
-                if time.monotonic() - checked > 5.0:  # a scheduler that reruns tasks would wait on a dead worker
+                if (
+                    time.monotonic() - checked > 5.0
+                ):  # a scheduler that reruns tasks would wait on a dead worker
                     checked = time.monotonic()
                     if addr not in self.workers().values():
                         raise WorkerLost(f"worker {slot} left the cluster during the call")
@@ -329,7 +334,9 @@ def run_slots(
             errors.append(e)
             pool.stop.set()
 
-    threads = [threading.Thread(target=guarded, args=(s,), name=f"hgemm-slot-{s}", daemon=True) for s in pool.slots()]
+    threads = [
+        threading.Thread(target=guarded, args=(s,), name=f"hgemm-slot-{s}", daemon=True) for s in pool.slots()
+    ]
     for t in threads:
         t.start()
     try:

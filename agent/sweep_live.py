@@ -14,7 +14,9 @@ from hgemm.core.shape import Shape
 
 
 class SweepDisplay:
-    def __init__(self, total: int, done_rows: list[dict[str, Any]], *, enabled: bool = True, console: Any = None):
+    def __init__(
+        self, total: int, done_rows: list[dict[str, Any]], *, enabled: bool = True, console: Any = None
+    ):
         from rich.console import Console
 
         self.total = total
@@ -57,7 +59,9 @@ class SweepDisplay:
     def eta_seconds(self, slots: int) -> float | None:
         if not self.searched:
             return None
-        per_shape = (time.monotonic() - self.started) / self.searched  # wall time per shape, all slots together
+        per_shape = (
+            time.monotonic() - self.started
+        ) / self.searched  # wall time per shape, all slots together
         return per_shape * (self.total - len(self.rows))
 
     def geomeans(self) -> dict[str, float | None]:

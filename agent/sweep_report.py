@@ -113,7 +113,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             if worst
             else None,
             "worst_shapes": [
-                {"M": r["M"], "N": r["N"], "K": r["K"], "speedup_best": r[key], "best_baseline": r.get(f"{mode}_best_baseline")}
+                {
+                    "M": r["M"],
+                    "N": r["N"],
+                    "K": r["K"],
+                    "speedup_best": r[key],
+                    "best_baseline": r.get(f"{mode}_best_baseline"),
+                }
                 for r in timed[:WORST]
             ],
             "geomean_speedup": {b: geomean([r[f"{mode}_speedup"].get(b) for r in timed]) for b in BASELINES},
@@ -165,7 +171,11 @@ def _group_tables(summary: dict[str, Any]) -> list[str]:
             cells = []
             for m in MODES:
                 s = summary[m][key][g]
-                cells += [f"{_fmt(s['geomean_speedup_best'])}×", _pct(s["share_won"]), f"{_fmt(s['min_speedup_best'])}×"]
+                cells += [
+                    f"{_fmt(s['geomean_speedup_best'])}×",
+                    _pct(s["share_won"]),
+                    f"{_fmt(s['min_speedup_best'])}×",
+                ]
             lines.append(f"| {label} | {summary[MODES[0]][key][g]['shapes']} | " + " | ".join(cells) + " |")
     return lines
 
@@ -202,9 +212,12 @@ def render_markdown(rows: list[dict[str, Any]], summary: dict[str, Any], name: s
     lines += _baseline_table(summary) + _group_tables(summary) + _worst_table(summary)
     with_kernel = [r for r in rows if r.get("kernel")]
     confirmed = sum(1 for r in with_kernel if r.get("measured") == "confirmed")
-    lines += ["", f"How the figures were measured: {confirmed} of {len(with_kernel)} shapes confirmed (each figure the "
-              "median of fresh evaluations of the search's best kernels after the search, repetitions interleaved, "
-              "each interleaved with the baselines); the rest are the best of the search's own measurements."]
+    lines += [
+        "",
+        f"How the figures were measured: {confirmed} of {len(with_kernel)} shapes confirmed (each figure the "
+        "median of fresh evaluations of the search's best kernels after the search, repetitions interleaved, "
+        "each interleaved with the baselines); the rest are the best of the search's own measurements.",
+    ]
     if summary["no_kernel"]:
         lines += ["", f"{summary['no_kernel']} shape(s) ended without a correct full-stage kernel."]
     failed = [r for r in rows if r.get("error")]
@@ -274,11 +287,11 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(rows)
     paths = {"json": out / f"{name}.json", "md": out / f"{name}.md"}
-    write_text_atomic(paths["json"], json.dumps({"name": name, "summary": summary, "rows": rows}, indent=1) + "\n")
+    write_text_atomic(
+        paths["json"], json.dumps({"name": name, "summary": summary, "rows": rows}, indent=1) + "\n"
+    )
     write_text_atomic(paths["md"], render_markdown(rows, summary, name))
     if plot_png:
         paths["png"] = out / f"{name}.png"
         plot(rows, paths["png"], f"hgemm sweep {name}")
     return paths
-
-

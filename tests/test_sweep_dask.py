@@ -66,7 +66,9 @@ def test_workers_are_pinned_one_per_device_and_share_the_sweep(tmp_path):
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_shape_is_replaced_and_the_shape_retried_once(tmp_path):
-    grid = write_grid(tmp_path / "g.txt", [(128, 128, 128), (256, 256, 256), (512, 512, 512), (128, 256, 512)])
+    grid = write_grid(
+        tmp_path / "g.txt", [(128, 128, 128), (256, 256, 256), (512, 512, 512), (128, 256, 512)]
+    )
     kills = tmp_path / "kills"
     kills.mkdir()
     proc = driver(["--grid", str(grid), "--gpus", "0,1", "--budget-evals", "6", "--out", "out"], tmp_path / "home",
@@ -131,7 +133,9 @@ def test_sigkill_of_the_driver_loses_nothing_and_the_same_command_resumes(tmp_pa
         assert rows[shape]["status"] == "resumed" and rows[shape]["kernel"] == kernel  # not searched again
     assert all(rows[s]["status"] == "optimized" for s in rows if s not in finished_before)
     count_after, kernels_after = _archive_state()
-    assert count_after > count_before and kernels_before <= kernels_after  # every committed record is still there
+    assert (
+        count_after > count_before and kernels_before <= kernels_after
+    )  # every committed record is still there
 
 
 @pytest.mark.slow
@@ -251,7 +255,6 @@ def test_schedule_puts_neighbours_after_their_neighbours_and_long_work_first_in_
 
 def test_pinned_cluster_gives_each_worker_its_own_device_and_restarts_a_dead_one():
     from distributed import Client
-
     from hgemm.agent.sweep_dask import WorkerPool, pinned_cluster
 
     with pinned_cluster(["3", "5"]) as cluster, Client(cluster) as client:
@@ -270,7 +273,9 @@ def test_pinned_cluster_gives_each_worker_its_own_device_and_restarts_a_dead_one
                 break
             time.sleep(0.2)
         new = pool.address("gpu5")
-        assert new != old and client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"], workers=[new])[new] == "5"
+        assert (
+            new != old and client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"], workers=[new])[new] == "5"
+        )
 
 
 def test_sweep_reads_hgemm_toml(tmp_path, monkeypatch):
@@ -278,7 +283,9 @@ def test_sweep_reads_hgemm_toml(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     assert settings_from(None).budget_evals == 64  # no file: the sweep's defaults
-    (tmp_path / "hgemm.toml").write_text("[budget]\nevals = 12\nminutes = 3\n\n[search]\nseed = 7\nconfirm = 1\n")
+    (tmp_path / "hgemm.toml").write_text(
+        "[budget]\nevals = 12\nminutes = 3\n\n[search]\nseed = 7\nconfirm = 1\n"
+    )
     st = settings_from(None)
     assert (st.budget_evals, st.budget_minutes, st.seed, st.confirm) == (12, 3.0, 7, 1)
     st = settings_from(None, budget_evals=5, seed=None)
