@@ -245,8 +245,8 @@ def render_markdown(rows: list[dict[str, Any]], summary: dict[str, Any], name: s
 
 
 def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
-    """Left: speedup over the best baseline per configuration, sorted, one line per mode (a shape without
-    a kernel counts as 0); right: the same against FLOPs (log x). A dashed line at 1.0 on both."""
+    """Left: speedup over the best baseline per configuration, sorted, one line per mode (shapes without a
+    kernel take the first places, off the line); right: the same against FLOPs (log x). A line at 1.0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -254,10 +254,13 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), dpi=120, gridspec_kw={"width_ratios": [3, 2]})
     for mode, marker in zip(MODES, ("o", "s"), strict=False):
-        ys = sorted(r.get(f"{mode}_speedup_best") or 0.0 for r in rows)
+        ys = sorted(r[f"{mode}_speedup_best"] for r in rows if r.get(f"{mode}_speedup_best"))
+        missing = len(rows) - len(ys)  # shapes without a kernel: left of the line, counted in the legend
         if ys:
-            g = geomean(ys)
-            left.plot(range(1, len(ys) + 1), ys, linewidth=1.4, label=f"{mode} (geomean {_fmt(g)}×)")
+            label = f"{mode} (geomean {_fmt(geomean(ys))}×" + (
+                f"; {missing} without a kernel)" if missing else ")"
+            )
+            left.plot(range(missing + 1, len(rows) + 1), ys, linewidth=1.4, label=label)
         pts = [(r["flops"], r[f"{mode}_speedup_best"]) for r in rows if r.get(f"{mode}_speedup_best")]
         if pts:
             xs, ys2 = zip(*pts, strict=True)
