@@ -295,3 +295,40 @@ def test_sweep_reads_hgemm_toml(tmp_path, monkeypatch):
 
     with pytest.raises(BadInput, match="evalz"):
         settings_from(None)
+
+
+@pytest.mark.slow
+def test_the_slurm_recipe_job_script_runs_a_worker_that_a_sweep_uses(tmp_path):
+    """As far as a host without Slurm goes: the job script dask-jobqueue writes for the recipe (#SBATCH lines
+    are comments to bash) starts a worker that joins the recipe's scheduler, and `hgemm sweep --scheduler`
+    sweeps on it."""
+    from hgemm.agent.sweep_slurm import slurm_cluster
+
+    cluster = slurm_cluster(
+        0, partition="gpu", account="proj", walltime="01:00:00", directives=("--constraint=h100",)
+    )
+    worker = None
+    try:
+        script = cluster.job_script()
+        for line in ("#SBATCH -p gpu", "#SBATCH -A proj", "#SBATCH --gres=gpu:1", "#SBATCH --constraint=h100",
+                     "#SBATCH -t 01:00:00", "export DASK_DISTRIBUTED__WORKER__DAEMON=False"):  # fmt: skip
+            assert line in script
+        assert "--nthreads 1" in script and cluster.scheduler_address in script
+        (tmp_path / "job.sh").write_text(script.replace("dummy-name", "slurm-job-1"))
+        env = {**os.environ, "PYTHONPATH": str(HELPER.parent), "HGEMM_HOME": str(tmp_path / "home")}
+        worker = subprocess.Popen(["bash", str(tmp_path / "job.sh")], env=env, cwd=tmp_path,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        grid = write_grid(tmp_path / "g.txt", [(128, 128, 128), (256, 512, 256)])
+        proc = driver(["--grid", str(grid), "--scheduler", cluster.scheduler_address, "--budget-evals", "6", "--out",
+                       "out"], tmp_path / "home", tmp_path)  # fmt: skip
+        out = finish(proc)
+        assert proc.returncode == 0, out
+        assert "1 worker(s) on NVIDIA H100 80GB HBM3 (stand-in): slurm-job-1" in out
+        rows = report(tmp_path / "out" / "g.json")["rows"]
+        assert [r["status"] for r in rows] == ["optimized", "optimized"]
+        assert {r["worker"] for r in rows} == {"slurm-job-1"}
+    finally:
+        if worker is not None:
+            os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait(timeout=30)
+        cluster.close()
