@@ -173,12 +173,20 @@ def sweep_command(
     )  # fmt: skip
     report_name = name or stem
     latest: list[list[dict[str, Any]]] = [[]]
+    meta: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "grid": grid + (f" shard {shard_spec}" if shard_spec else ""),
+        "budget_evals": settings.budget_evals,
+        "budget_minutes": settings.budget_minutes,
+        "objective": settings.objective,
+    }  # the run functions add the GPU, its driver and the workers
 
     def on_rows(rows: list[dict[str, Any]]) -> None:
         latest[0] = list(rows)
-        write_report(rows, out, report_name, plot_png=False)
+        write_report(rows, out, report_name, plot_png=False, meta=meta)
 
     interrupted = False
+    started = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a time limit's SIGTERM stops like Ctrl-C
     try:
         with Archive() as archive:
@@ -187,9 +195,11 @@ def sweep_command(
                 typer.echo(f"imported {import_archive}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
             try:
                 if gpus is None and scheduler is None:
-                    _run_here(shapes, archive, settings, resume=resume, limit=limit, on_rows=on_rows)
+                    _run_here(
+                        shapes, archive, settings, resume=resume, limit=limit, on_rows=on_rows, meta=meta
+                    )
                 else:
-                    _run_dask(shapes, archive, settings, resume=resume, limit=limit, on_rows=on_rows, gpus=gpus,
+                    _run_dask(shapes, archive, settings, resume=resume, limit=limit, on_rows=on_rows, meta=meta, gpus=gpus,
                               scheduler=scheduler, eval_timeout=eval_timeout)  # fmt: skip
             except KeyboardInterrupt:
                 interrupted = True
@@ -201,7 +211,8 @@ def sweep_command(
         signal.signal(signal.SIGTERM, previous)
     rows = latest[0]
     if rows:
-        paths = write_report(rows, out, report_name)
+        meta["run_wall_seconds"] = round(time.monotonic() - started, 1)
+        paths = write_report(rows, out, report_name, meta=meta)
         summary = summarize(rows)
         for mode in MODES:
             typer.echo(
@@ -221,13 +232,18 @@ def _pick(shapes: list[Shape], done: dict[Shape, dict[str, Any]], limit: int | N
     return [s for s in shapes if s in keep]
 
 
+def _gpu_meta(meta: dict[str, Any], info: Any, workers: int) -> None:
+    meta.update(gpu=info.name, driver=info.driver, cc=info.cc, workers=workers)
+
+
 def _run_here(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: bool, limit: int | None,
-              on_rows: Any) -> None:  # fmt: skip
+              on_rows: Any, meta: dict[str, Any]) -> None:  # fmt: skip
     from hgemm.agent.commands import open_evaluator
     from hgemm.index import Retriever
 
     with open_evaluator() as evaluator:
         info = evaluator.gpu_info()
+        _gpu_meta(meta, info, 1)
         if limit is not None:
             done = {
                 s: r for s in shapes if resume and (r := resumable_row(archive, *s, info.name, st.objective))
@@ -243,6 +259,7 @@ def _run_here(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
 
 
 def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: bool, limit: int | None, on_rows: Any,
+              meta: dict[str, Any],
               gpus: str | None, scheduler: str | None, eval_timeout: float) -> None:  # fmt: skip
     import threading
 
@@ -264,6 +281,7 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
                 )
             info = next(iter(infos.values()))[0]
             gpu = info.name
+            _gpu_meta(meta, info, len(infos))
             typer.echo(
                 f"{len(infos)} worker(s) on {gpu}: "
                 + ", ".join(

@@ -189,8 +189,12 @@ def _worst_table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_markdown(rows: list[dict[str, Any]], summary: dict[str, Any], name: str) -> str:
+def render_markdown(
+    rows: list[dict[str, Any]], summary: dict[str, Any], name: str, meta: dict[str, Any] | None = None
+) -> str:
     lines = [f"# Sweep {name}", ""]
+    if meta:
+        lines += [", ".join(f"{k}: {v}" for k, v in meta.items() if v not in (None, "")) + ".", ""]
     gpus = sorted({r["gpu"] for r in rows if r["gpu"]})
     lines += [
         f"GPU: {', '.join(gpus) or 'unknown'}. Shapes: {summary['shapes']}, evaluations: {summary['evals']}, "
@@ -282,19 +286,32 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
 
 
 def write_report(
-    rows: list[dict[str, Any]], out_dir: Path | str, name: str, *, plot_png: bool = True
+    rows: list[dict[str, Any]],
+    out_dir: Path | str,
+    name: str,
+    *,
+    plot_png: bool = True,
+    meta: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
-    """Write `<name>.json` (rows + summary), `<name>.md` and (with `plot_png`) `<name>.png` under out_dir;
-    return the paths written. Each file is written whole to a temporary name, then renamed."""
+    """Write `<name>.json` (rows + summary + `meta`: the GPU, driver, date, workers...), `<name>.md` and
+    (with `plot_png`) `<name>.png` under out_dir; return the paths written. Each file is written whole to a
+    temporary name, then renamed."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(rows)
     paths = {"json": out / f"{name}.json", "md": out / f"{name}.md"}
     write_text_atomic(
-        paths["json"], json.dumps({"name": name, "summary": summary, "rows": rows}, indent=1) + "\n"
+        paths["json"],
+        json.dumps(
+            {"name": name, **({"meta": meta} if meta else {}), "summary": summary, "rows": rows}, indent=1
+        )
+        + "\n",
     )
-    write_text_atomic(paths["md"], render_markdown(rows, summary, name))
+    write_text_atomic(paths["md"], render_markdown(rows, summary, name, meta))
     if plot_png:
         paths["png"] = out / f"{name}.png"
-        plot(rows, paths["png"], f"hgemm sweep {name}")
+        title = f"hgemm sweep {name}"
+        if meta:
+            title += f" — {meta.get('gpu', '')}, driver {meta.get('driver', '?')}, {meta.get('date', '')}"
+        plot(rows, paths["png"], title)
     return paths

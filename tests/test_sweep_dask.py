@@ -61,6 +61,12 @@ def test_workers_are_pinned_one_per_device_and_share_the_sweep(tmp_path):
     assert sorted(shapes_of(data["rows"])) == sorted(SIX)
     assert all(r["status"] == "optimized" for r in data["rows"])
     assert len({r["worker"] for r in data["rows"]}) >= 2  # the work was spread over the workers
+    meta = data["meta"]  # what the figures were measured on, and when
+    assert (
+        meta["gpu"] == "NVIDIA H100 80GB HBM3 (stand-in)" and meta["driver"] == "0.0" and meta["workers"] == 3
+    )
+    assert meta["date"] and meta["budget_evals"] == 6
+    assert "driver: 0.0" in (tmp_path / "out" / "g.md").read_text()
     assert (tmp_path / "out" / "g.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -332,3 +338,21 @@ def test_the_slurm_recipe_job_script_runs_a_worker_that_a_sweep_uses(tmp_path):
             os.killpg(worker.pid, signal.SIGTERM)
             worker.wait(timeout=30)
         cluster.close()
+
+
+@pytest.mark.slow
+def test_limit_and_shard_slice_the_grid_and_the_next_run_continues(tmp_path):
+    grid = write_grid(tmp_path / "g.txt", SIX)
+    args = ["--grid", str(grid), "--gpus", "0", "--budget-evals", "5", "--out", "out", "--shard", "0/2"]
+    first = driver([*args, "--limit", "2"], tmp_path / "home", tmp_path)
+    out = finish(first)
+    assert first.returncode == 0, out
+    rows = report(tmp_path / "out" / "g.json")["rows"]
+    assert shapes_of(rows) == [SIX[0], SIX[2]]  # every other shape (shard 0/2), two of them (--limit 2)
+    second = driver([*args, "--limit", "2"], tmp_path / "home", tmp_path)
+    out = finish(second)
+    assert second.returncode == 0, out
+    assert "resuming: 2 of 3 shapes already in the archive; 1 to search" in out
+    rows = report(tmp_path / "out" / "g.json")["rows"]
+    assert shapes_of(rows) == [SIX[0], SIX[2], SIX[4]]  # the shard's shapes, in grid order
+    assert [r["status"] for r in rows] == ["resumed", "resumed", "optimized"]
