@@ -59,7 +59,7 @@ def settings_from(config_path: Path | None, **options: Any) -> SearchSettings:
 
 def export_atomic(archive: Any, path: Path) -> int:
     """Export the archive to `path` through a temporary name, so a kill mid-export leaves the old file."""
-    tmp = path.with_name(path.name + ".partial")
+    tmp = path.with_name(".partial-" + path.name)  # the same suffix: .xz and .gz exports stay compressed
     lines = archive.export(tmp, "jsonl")
     os.replace(tmp, path)
     return lines
@@ -111,11 +111,13 @@ def sweep_command(
     export_archive: Path = typer.Option(
         None,
         "--export-archive",
-        help="also write the whole archive as jsonl at the end and on Ctrl-C (for "
-        "`hgemm archive import` or --import-archive elsewhere)",
+        help="also write the whole archive as jsonl (.jsonl.xz: compressed) at the end, on Ctrl-C and on SIGTERM "
+        "(for --import-archive or `hgemm archive import` elsewhere)",
     ),  # fmt: skip
-    import_archive: Path = typer.Option(
-        None, "--import-archive", help="first merge this archive export, when the file exists (idempotent)"
+    import_archive: list[Path] = typer.Option(
+        [],
+        "--import-archive",
+        help="first merge this archive export (or .db) where the file exists; idempotent, repeatable",
     ),
     objective: str = typer.Option(
         "both",
@@ -190,9 +192,12 @@ def sweep_command(
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a time limit's SIGTERM stops like Ctrl-C
     try:
         with Archive() as archive:
-            if import_archive is not None and import_archive.exists():
-                counts = archive.import_file(import_archive)
-                typer.echo(f"imported {import_archive}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+            for source in import_archive:
+                if source.exists():
+                    counts = archive.import_file(source)
+                    typer.echo(f"imported {source}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+                else:
+                    typer.echo(f"no {source} yet: nothing to import from it")
             try:
                 if gpus is None and scheduler is None:
                     _run_here(

@@ -147,7 +147,7 @@ def test_sigkill_of_the_driver_loses_nothing_and_the_same_command_resumes(tmp_pa
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_writes_the_report_and_exports_the_archive(tmp_path):
     grid = write_grid(tmp_path / "g.txt", SIX)
-    exported = tmp_path / "carry.jsonl"
+    exported = tmp_path / "carry.jsonl.xz"  # compressed, as a carried archive would be
     proc = driver(["--grid", str(grid), "--gpus", "0", "--budget-evals", "8", "--out", "out", "--export-archive",
                    str(exported)], tmp_path / "home", tmp_path, HGEMM_TEST_EVAL_DELAY="0.3")  # fmt: skip
     json_path = tmp_path / "out" / "g.json"
@@ -158,16 +158,20 @@ def test_ctrl_c_stops_cleanly_writes_the_report_and_exports_the_archive(tmp_path
     out = finish(proc, 120)
     assert proc.returncode == 130, out
     assert "run the same command again to continue" in out and "Traceback" not in out
-    assert exported.exists() and "exported" in out
+    assert exported.read_bytes()[:6] == b"\xfd7zXZ\x00" and "exported" in out  # whole, and compressed
     done = len(report(json_path)["rows"])
     assert 1 <= done < len(SIX)
     # the export carries the sweep to a fresh machine: the same command there resumes from it
     fresh = tmp_path / "fresh-home"
-    again = driver(["--grid", str(grid), "--gpus", "0", "--budget-evals", "8", "--out", "out2", "--import-archive",
-                    str(exported)], fresh, tmp_path)  # fmt: skip
+    again = driver(
+        ["--grid", str(grid), "--gpus", "0", "--budget-evals", "8", "--out", "out2", "--import-archive",
+         str(tmp_path / "seed-not-there.jsonl"), "--import-archive", str(exported)],
+        fresh,
+        tmp_path,
+    )  # fmt: skip
     out2 = finish(again)
     assert again.returncode == 0, out2
-    assert f"resuming: {done} of 6 shapes" in out2
+    assert f"resuming: {done} of 6 shapes" in out2 and "nothing to import from it" in out2
 
 
 def run_cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
