@@ -2,7 +2,7 @@
 test's sys.path), and a driver script entry point that runs `hgemm sweep` with them.
 
 - `SlowStandin`: the stand-in evaluator, each call taking `HGEMM_TEST_EVAL_DELAY` seconds (so a kill lands
-  mid-sweep) and reporting the worker's pin and process in its records' `gpu`-independent fields.
+  mid-sweep); like the real evaluator, it starts a daemon child process when it opens.
 - `KillingStandin`: kills its own worker process (SIGKILL) on the first evaluation of each shape named in
   `HGEMM_TEST_KILL_ONCE` (a marker file in `HGEMM_TEST_KILL_DIR` remembers it), and on every evaluation of
   the shapes in `HGEMM_TEST_KILL_ALWAYS`.
@@ -27,6 +27,17 @@ def _shapes(var: str) -> set[str]:
 
 
 class SlowStandin(StandinEvaluator):
+    def __init__(self):
+        super().__init__()
+        # The real evaluator starts its judge as a daemon child process (spawn); a daemonic Dask worker could
+        # not: the sweep's workers must be non-daemon processes.
+        import multiprocessing as mp
+
+        child = mp.get_context("spawn").Process(target=time.sleep, args=(0,), daemon=True)
+        child.start()
+        child.join(timeout=60)
+        assert child.exitcode == 0, "the evaluator's child process did not run"
+
     def evaluate(self, sources, shape, **kw):
         delay = float(os.environ.get("HGEMM_TEST_EVAL_DELAY", "0") or 0)
         if delay:
