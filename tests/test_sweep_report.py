@@ -101,3 +101,26 @@ def test_full_grid_report_and_plot(tmp_path):
 
     with Image.open(paths["png"]) as im:
         assert im.size[0] > 1.5 * im.size[1]  # two panels side by side: sorted speedups, and against FLOPs
+
+
+def test_live_display_shows_progress_eta_each_worker_and_running_geomeans():
+    from hgemm.agent.sweep_live import SweepDisplay
+    from rich.console import Console
+
+    from hgemm.core.shape import Shape
+
+    console = Console(record=True, width=120, force_terminal=False)
+    display = SweepDisplay(4, [row(64, 64, 64, 1.25)], enabled=False, console=console)
+    assert display.eta_seconds(2) is None  # nothing searched yet
+    display.start("gpu0", Shape(128, 128, 128), "0")
+    display.start("gpu1", Shape(256, 256, 256), "1")
+    display.finish("gpu0", row(128, 128, 128, 0.8))
+    display.note("256x256x256: WorkerLost: worker gpu1 died during the call; retrying")
+    console.print(display.render())
+    text = console.export_text()
+    assert "2/4 shapes (1 resumed)" in text
+    assert "offline geomean 1.000×" in text and "server geomean 1.000×" in text  # sqrt(1.25 * 0.8)
+    assert "gpu0" in text and "idle" in text  # gpu0 finished its shape
+    assert "256x256x256" in text and "WorkerLost" in text  # gpu1's current shape, and the last event
+    eta = display.eta_seconds(2)
+    assert eta is not None and eta >= 0
