@@ -297,6 +297,8 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             lock = threading.RLock()
             shared = Locked(archive, lock)
             retriever = Locked(Retriever(archive, gpu_sm_count=info.sm_count), lock)
+            if resume:
+                typer.echo(f"checking the archive for {len(shapes)} shapes on {gpu} ...")
             done = {s: r for s in shapes if resume and (r := resumable_row(archive, *s, gpu, st.objective))}
             order = schedule([s for s in _pick(shapes, done, limit) if s not in done], done)
             rows = {s: r for s, r in done.items()}
