@@ -268,7 +268,10 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
               gpus: str | None, scheduler: str | None, eval_timeout: float) -> None:  # fmt: skip
     import threading
 
-    from distributed import Client
+    try:
+        from distributed import Client
+    except ImportError:
+        raise BadInput("--gpus and --scheduler need Dask: pip install 'dask[distributed]'") from None
     from hgemm.agent import commands
     from hgemm.agent.sweep_dask import Locked, WorkerPool, open_cluster, parse_gpus, run_slots, worker_gpu
     from hgemm.agent.sweep_live import SweepDisplay
