@@ -29,6 +29,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import CancelledError
 from typing import Any
 
 from hgemm.core.errors import BadInput, HgemmError
@@ -180,7 +181,7 @@ class WorkerPool:
 
     def workers(self) -> dict[str, str]:
         """Worker name -> address, as the scheduler knows them now."""
-        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        info = self.client.scheduler_info(n_workers=-1).get("workers", {})
         return {str(w.get("name", addr)): addr for addr, w in info.items()}
 
     def slots(self, wait_s: float = WORKER_WAIT_S) -> list[str]:
@@ -228,12 +229,21 @@ class WorkerPool:
                             f"worker {slot} hung: no answer in {timeout or self.eval_timeout:.0f} s; restarted"
                         ) from None
                 except KilledWorker:
+                    self._lost()
                     raise WorkerLost(f"worker {slot} died during the call (its process ended)") from None
-                except (OSError, EOFError) as e:  # the connection to the worker or scheduler closed
+                except (OSError, EOFError, CancelledError) as e:  # the worker, or its connection, went away
+                    self._lost()
                     raise WorkerLost(f"worker {slot} was lost: {type(e).__name__}: {e}") from None
         finally:
             if not future.done():
                 future.cancel()
+
+    def _lost(self) -> None:
+        """A worker lost while the sweep is being stopped (a SIGTERM to the whole process group, say) is part
+        of the stop, not a failure of the shape: wait a moment for the stop to show, then stop."""
+        if not self.stop.wait(1.0):
+            return
+        raise KeyboardInterrupt
 
     def kill(self, addr: str) -> None:
         """End a hung worker's process; its Nanny starts a fresh one under the same name."""
@@ -310,6 +320,10 @@ def run_slots(
             except KeyboardInterrupt:
                 break
             except Exception as e:
+                if pool.stop.wait(
+                    1.0
+                ):  # a failure while the sweep stops (SIGTERM to the process group) is the stop
+                    break
                 reason = f"{type(e).__name__}: {e}"
                 with lock:
                     failures[shape] = failures.get(shape, 0) + 1
