@@ -3,9 +3,9 @@ test's sys.path), and a driver script entry point that runs `hgemm sweep` with t
 
 - `SlowStandin`: the stand-in evaluator, each call taking `HGEMM_TEST_EVAL_DELAY` seconds (so a kill lands
   mid-sweep); like the real evaluator, it starts a daemon child process when it opens.
-- `KillingStandin`: kills its own worker process (SIGKILL) on the first evaluation of each shape named in
-  `HGEMM_TEST_KILL_ONCE` (a marker file in `HGEMM_TEST_KILL_DIR` remembers it), and on every evaluation of
-  the shapes in `HGEMM_TEST_KILL_ALWAYS`.
+- `KillingStandin`: kills its own worker process (SIGKILL) once for each shape named in `HGEMM_TEST_KILL_ONCE`,
+  in its evaluate call after the first `HGEMM_TEST_KILL_AFTER` (default 0) of that shape (a marker file in
+  `HGEMM_TEST_KILL_DIR` remembers it), and on every evaluation of the shapes in `HGEMM_TEST_KILL_ALWAYS`.
 - `python tests/sweep_helpers.py sweep ...` is `hgemm sweep ...` with `KillingStandin` as the evaluator.
 """
 
@@ -46,6 +46,10 @@ class SlowStandin(StandinEvaluator):
 
 
 class KillingStandin(SlowStandin):
+    def __init__(self):
+        super().__init__()
+        self.seen: dict[str, int] = {}  # evaluate calls per shape in this worker
+
     def evaluate(self, sources, shape, **kw):
         M, N, K = shape
         key = f"{M}x{N}x{K}"
@@ -53,7 +57,8 @@ class KillingStandin(SlowStandin):
             os.kill(os.getpid(), signal.SIGKILL)
         if key in _shapes("HGEMM_TEST_KILL_ONCE"):
             marker = Path(os.environ["HGEMM_TEST_KILL_DIR"]) / f"killed-{key}"
-            if not marker.exists():
+            self.seen[key] = self.seen.get(key, 0) + 1
+            if not marker.exists() and self.seen[key] > int(os.environ.get("HGEMM_TEST_KILL_AFTER", "0")):
                 marker.write_text(str(os.getpid()))
                 os.kill(os.getpid(), signal.SIGKILL)
         return super().evaluate(sources, shape, **kw)

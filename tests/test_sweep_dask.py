@@ -71,15 +71,15 @@ def test_workers_are_pinned_one_per_device_and_share_the_sweep(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_worker_killed_mid_shape_is_replaced_and_the_shape_retried_once(tmp_path):
+def test_a_worker_killed_mid_shape_is_replaced_and_the_shape_retried_once(tmp_path, monkeypatch):
     grid = write_grid(
         tmp_path / "g.txt", [(128, 128, 128), (256, 256, 256), (512, 512, 512), (128, 256, 512)]
     )
     kills = tmp_path / "kills"
     kills.mkdir()
     proc = driver(["--grid", str(grid), "--gpus", "0,1", "--budget-evals", "6", "--out", "out"], tmp_path / "home",
-                  tmp_path, HGEMM_TEST_KILL_ONCE="256x256x256", HGEMM_TEST_KILL_ALWAYS="512x512x512",
-                  HGEMM_TEST_KILL_DIR=str(kills))  # fmt: skip
+                  tmp_path, HGEMM_TEST_KILL_ONCE="256x256x256", HGEMM_TEST_KILL_AFTER="1",
+                  HGEMM_TEST_KILL_ALWAYS="512x512x512", HGEMM_TEST_KILL_DIR=str(kills))  # fmt: skip
     out = finish(proc)
     assert proc.returncode == 0, out  # the sweep went on
     killed_pid = int((kills / "killed-256x256x256").read_text())
@@ -91,8 +91,23 @@ def test_a_worker_killed_mid_shape_is_replaced_and_the_shape_retried_once(tmp_pa
     assert out.count("512x512x512: WorkerLost") == 2 and "marked failed" in out
     assert rows[(128, 128, 128)]["status"] == rows[(128, 256, 512)]["status"] == "optimized"
     assert "Failures" in (tmp_path / "out" / "g.md").read_text()
-    with pytest.raises(ProcessLookupError):  # the killed worker process is gone ...
+    with pytest.raises(ProcessLookupError):  # the killed worker process is gone
         os.kill(killed_pid, 0)
+    # the kill came mid-shape, after its first evaluation: that search is archived as ended in error, with what
+    # it had measured, and the retry is a second run of the shape
+    monkeypatch.setenv("HGEMM_HOME", str(tmp_path / "home"))
+    from hgemm.archive import Archive
+
+    with Archive() as archive:
+        runs = archive.execute(
+            "SELECT id, status FROM runs WHERE json_extract(config, '$.M') = 256 AND json_extract(config, '$.K') = 256 "
+            "ORDER BY id"
+        )
+        assert [r["status"] for r in runs] == ["error", "done"]
+        first = archive.execute("SELECT count(*) AS n FROM records WHERE run_id = ?", (runs[0]["id"],))[0][
+            "n"
+        ]
+        assert first >= 1
 
 
 def _archive_state() -> tuple[int, set[str]]:
