@@ -331,13 +331,14 @@ def prompt_command(
     ),
     seed: int = typer.Option(0, help="random seed for the parent and exemplar draw"),
     exemplars: int | None = typer.Option(None, help="scored variants to show"),
+    budget: int | None = typer.Option(None, help="token budget of the prompt (default from hgemm.toml; 0: none)"),
     system: bool = typer.Option(True, help="print the system prompt too"),
     config_file: Path | None = typer.Option(None, "--config", help="hgemm.toml to read"),
 ) -> None:
     """Print the prompt the LLM proposer would send now for M×N×K (no GPU needed)."""
     shape = Shape(M, N, K)
     config = load_config(config_file)
-    from hgemm.agent.llm.prompt import build_prompt
+    from hgemm.agent.llm.prompt import render_prompt
     from hgemm.agent.proposer import ProposalContext
     from hgemm.archive import Archive
     from hgemm.index import Retriever
@@ -347,15 +348,23 @@ def prompt_command(
         info = gpu_preset(gpu or preset_for_name(name or ""), name if not gpu else None)
         retriever = Retriever(archive, gpu_sm_count=info.sm_count)
         ctx = ProposalContext(shape, info, archive=archive, retriever=retriever)
-        prompt = build_prompt(
+        prompt = render_prompt(
             ctx,
-            random.Random(seed),
-            exemplars=exemplars or config.llm.exemplars,
+            budget_tokens=None if budget == 0 else (budget or config.llm.prompt_tokens),
+            rng=random.Random(seed),
+            variants=exemplars or config.llm.exemplars,
             failures=config.llm.failures,
         )
     if system:
         typer.echo("=== system ===\n" + prompt.system + "\n=== user ===")
     typer.echo(prompt.user)
+    cap = f"budget {prompt.budget}" if prompt.budget else "no budget"
+    over = " - OVER BUDGET: the parent alone does not fit" if prompt.over_budget else ""
+    typer.echo(
+        f"=== {prompt.tokens} tokens ({prompt.tokenizer}; {cap}; {len(prompt.exemplar_hashes)} variants shown, "
+        f"{prompt.left_out} left out){over} ===",
+        err=True,
+    )
 
 
 def _latest_gpu_name(archive: ArchiveStore, M: int, N: int, K: int) -> str | None:

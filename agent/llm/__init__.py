@@ -16,6 +16,13 @@ from hgemm.agent.llm.client import (
 )
 
 __all__ = [
-    "ChatBackend", "Completion", "LLMCall", "LLMError", "LLMProposer", "MissingKey", "OpenAIBackend",
-    "Unreachable", "cost_usd",
+    "ChatBackend",
+    "Completion",
+    "LLMCall",
+    "LLMError",
+    "LLMProposer",
+    "MissingKey",
+    "OpenAIBackend",
+    "Unreachable",
+    "cost_usd",
 ]

@@ -24,8 +24,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from hgemm.agent.llm import tokens
+from hgemm.agent.llm.compact import fold_bodies, resolve_conditionals
 from hgemm.agent.llm.feedback import Feedback, feedback, number
 from hgemm.agent.llm.scrub import prompt_source
+from hgemm.agent.llm.variants import View, defines, family_class, pick, view
 from hgemm.agent.proposer import ProposalContext
 from hgemm.evaluator.api import contract_text
 from hgemm.evaluator.profile import NCU_METRICS
@@ -64,6 +67,16 @@ class Prompt:
     user: str
     parent_hash: str | None = None
     exemplar_hashes: list[str] = field(default_factory=list)
+    parent_source: str | None = None  # the parent exactly as shown, unfolded: the base SEARCH blocks match
+    tokens: int = 0  # system + user, by `tokenizer`
+    budget: int | None = None
+    tokenizer: str = ""
+    left_out: int = 0  # variants that did not fit the budget
+    folded: int = 0  # helper bodies folded in the parent
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget is not None and self.tokens > self.budget
 
 
 def _finite(value: Any) -> float | None:
@@ -219,7 +232,9 @@ def timing_facts(record: EvalRecord | None) -> tuple[dict[str, float], dict[str,
         if floor:
             floors[mode] = floor
         table = getattr(result, "baselines", None) or {}
-        times = {b: _finite(getattr(s, "median_us", None)) for b, s in sorted(table.items()) if b in BASELINES}
+        times = {
+            b: _finite(getattr(s, "median_us", None)) for b, s in sorted(table.items()) if b in BASELINES
+        }
         if any(t is not None for t in times.values()):
             baselines[mode] = {b: t for b, t in times.items() if t is not None}
     return floors, baselines
@@ -230,25 +245,119 @@ def shown(kernel: Scored) -> Scored:
     return dataclasses.replace(kernel, source=prompt_source(kernel.source))
 
 
-def build_prompt(
-    ctx: ProposalContext, rng: random.Random, *, exemplars: int = 4, failures: int = 4
+DEFAULT_BUDGET = 12_000  # tokens of system + user prompt
+FOLD_LEVELS = (0, 12, 40)  # helper-body sizes folded in turn while the parent does not fit
+
+
+def tile_class(source: str) -> str:
+    """The CTA tile a kernel's own settings name (`HG_BM`/`BM` x `HG_BN`/`BN`), or "?"."""
+    d = defines(source)
+    bm = d.get("HG_BM") or d.get("BM")
+    bn = d.get("HG_BN") or d.get("BN")
+    return f"{bm}x{bn}" if bm and bn else "?"
+
+
+def choose_parent(ranked: list[Scored], rng: random.Random) -> Scored | None:
+    """A parent from a MAP-Elites grid over instruction family x tile class: the best kernel of each cell
+    is an elite, and elites are drawn with weight 1/(rank+1), so several lineages stay alive."""
+    elites: dict[tuple[str, str], Scored] = {}
+    for s in ranked:  # best first: the first of each cell is its elite
+        elites.setdefault((family_class(s.source), tile_class(s.source)), s)
+    pool = sorted(elites.values(), key=lambda s: (-s.score, s.hash))
+    return rank_weighted_sample(pool, 1, rng)[0] if pool else None
+
+
+def render_prompt(
+    ctx: ProposalContext,
+    *,
+    budget_tokens: int | None = DEFAULT_BUDGET,
+    rng: random.Random | None = None,
+    variants: int = 4,
+    failures: int = 4,
+    parent_hash: str | None = None,
 ) -> Prompt:
-    """Choose parent and exemplars for ctx's shape and render the system and task prompts."""
+    """The prompt for ctx's shape within `budget_tokens` (None: no cap), filled in priority order: the task
+    (shape, GPU, floors, baselines), the parent in full (conditionals resolved; short helper bodies folded
+    only if it would not fit otherwise), recent failures, then variants as their differences from the
+    parent until the budget is reached. `parent_hash` forces the parent when it is among the scored kernels.
+    The stable entry point for anything that needs a proposer prompt."""
+    rng = rng or random.Random(0)
+    counter = tokens.counter()
     ranked, failed, latest = gather(ctx, failures=failures)
-    parent, picked = choose(ranked, exemplars, rng)
+    shown_ranked = [shown(k) for k in ranked]
+    parent = next((s for s in shown_ranked if s.hash == parent_hash), None) if parent_hash else None
+    parent = parent or choose_parent(shown_ranked, rng)
     floors, baselines = timing_facts(latest)
     system = prompts.render("system.j2", contract=contract_text().strip())
-    user = prompts.render(
-        "task.j2",
-        M=ctx.M,
-        N=ctx.N,
-        K=ctx.K,
-        gpu=gpu_facts(ctx.gpu),
-        floors=floors,
-        baselines=baselines,
-        parent=shown(parent) if parent else None,
-        exemplars=[shown(k) for k in picked],
-        failures=failed[:failures],
-        wording=prompts.wording("feedback.toml"),
+    base = dict(M=ctx.M, N=ctx.N, K=ctx.K, gpu=gpu_facts(ctx.gpu), floors=floors, baselines=baselines,
+                wording=prompts.wording("feedback.toml"))  # fmt: skip
+    parent_source = resolve_conditionals(parent.source) if parent else None
+    picked: list[Scored] = []
+    views: dict[str, View] = {}
+    if parent is not None:
+
+        def view_of(s: Scored) -> View:
+            if s.hash not in views:
+                views[s.hash] = view(parent_source, resolve_conditionals(s.source))
+            return views[s.hash]
+
+        picked = pick(parent, shown_ranked, variants, view_of)
+    else:
+        picked = rank_weighted_sample(shown_ranked, variants, rng)
+
+    def render(shown_parent: dict | None, chosen: list[Scored], notes: list[Feedback], left: int) -> str:
+        items = []
+        for s in chosen:
+            v = views.get(s.hash) or View("source", text=s.source, changed_lines=1)
+            items.append({**dataclasses.asdict(s), "view": v})
+        return prompts.render(
+            "task.j2", **base, parent=shown_parent, variants=items, failures=notes, left_out=left
+        )
+
+    def size(user: str) -> int:
+        return counter.count(system) + counter.count(user)
+
+    budget = budget_tokens if budget_tokens is not None else math.inf
+    shown_parent, folded = None, 0
+    if parent is not None:
+        for level in FOLD_LEVELS:
+            text, folded = fold_bodies(parent_source, level) if level else (parent_source, 0)
+            shown_parent = {**dataclasses.asdict(parent), "source": text.strip("\n"), "folded": folded}
+            if size(render(shown_parent, [], [], 0)) <= budget:
+                break
+    notes: list[Feedback] = []
+    for note in failed[:failures]:
+        if size(render(shown_parent, [], [*notes, note], 0)) > budget:
+            break
+        notes.append(note)
+    chosen: list[Scored] = []
+    for s in picked:  # in the order of priority `pick` gave
+        trial = sorted([*chosen, s], key=lambda s: (s.score, s.hash))
+        if size(render(shown_parent, trial, notes, len(picked) - len(trial))) <= budget:
+            chosen = trial
+    left = len(picked) - len(chosen)
+    user = render(shown_parent, chosen, notes, left)
+    return Prompt(
+        system,
+        user,
+        parent.hash if parent else None,
+        [k.hash for k in chosen],
+        parent_source=parent_source,
+        tokens=size(user),
+        budget=budget_tokens,
+        tokenizer=counter.name,
+        left_out=left,
+        folded=folded,
     )
-    return Prompt(system, user, parent.hash if parent else None, [k.hash for k in picked])
+
+
+def build_prompt(
+    ctx: ProposalContext,
+    rng: random.Random,
+    *,
+    exemplars: int = 4,
+    failures: int = 4,
+    budget_tokens: int | None = DEFAULT_BUDGET,
+) -> Prompt:
+    """`render_prompt` with the proposer's argument names."""
+    return render_prompt(ctx, budget_tokens=budget_tokens, rng=rng, variants=exemplars, failures=failures)
