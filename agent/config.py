@@ -48,6 +48,7 @@ class LLMConfig:
     prompt_tokens: int = 12_000  # token budget of one prompt (system + user); 0: none
     repair_turns: int = 2  # follow-up prompts that show a failed kernel its failure, per lineage
     improve_turns: int = 1  # follow-up prompts that show a correct kernel its times and NCU metrics
+    near_duplicates: str = "code"  # reject sources equal to a tried one but for: code (comments, layout), layout, off
     models: list[str] = field(default_factory=list)  # several models in one run, chosen by a bandit
     prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
 

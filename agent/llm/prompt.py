@@ -73,6 +73,7 @@ class Prompt:
     tokenizer: str = ""
     left_out: int = 0  # variants that did not fit the budget
     folded: int = 0  # helper bodies folded in the parent
+    best_score: float | None = None  # the best offline speedup among the scored kernels it drew from
 
     @property
     def over_budget(self) -> bool:
@@ -348,6 +349,7 @@ def render_prompt(
         tokenizer=counter.name,
         left_out=left,
         folded=folded,
+        best_score=ranked[0].score if ranked else None,
     )
 
 
