@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -276,7 +277,9 @@ def optimize_command(
     confirm_reps: int | None = typer.Option(None, help="fresh evaluations of each kernel --confirm measures"),
     out: Path | None = typer.Option(None, help="write the best kernel to this .cu file"),
     json_out: Path | None = typer.Option(None, "--json", help="write a JSON summary of the run to this file"),
-    ncu: bool = typer.Option(False, help="collect Nsight Compute metrics at the full stage"),
+    ncu: bool | None = typer.Option(
+        None, "--ncu/--no-ncu", help="Nsight Compute metrics for every finalist (default: when ncu is on PATH)"
+    ),
     sanitize: bool = typer.Option(False, help="run compute-sanitizer on the winner (the next fastest if it fails)"),
     objective: str = typer.Option(
         "both", help="pick the winner by: both (geomean of offline and server speedups), offline, server"
@@ -311,6 +314,8 @@ def optimize_command(
     if out is not None and out.exists() and out.is_dir():
         raise BadInput(f"--out {out} is a directory")
     proposers = make_proposers(proposer, config)
+    if ncu is None:
+        ncu = shutil.which("ncu") is not None
     result = run_optimize(
         shape, proposers, config, proposer_kind=proposer, ncu=ncu, sanitize=sanitize, progress=not quiet,
         objective=objective,

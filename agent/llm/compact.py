@@ -122,27 +122,46 @@ def resolve_conditionals(source: str) -> str:
 
 
 _HELPER = re.compile(
-    r"^(?P<head>[ \t]*(?:template\s*<[^>]*>\s*)?(?:static\s+)?__device__[^;{}]*\))\s*\{[ \t]*$"
+    r"^(?P<head>[ \t]*(?:template\s*<[^>]*>\s*)?(?:static\s+)?__device__[^;{}]*\))\s*(?:const\s*)?\{[ \t]*$"
 )
+# host helpers at file scope (not the entry points, not kernels): `bool make_map(...) {`
+_HOST = re.compile(
+    r"^(?P<head>(?!.*\b(?:hgemm_run|hgemm_supports|hgemm_workspace\w*)\b)[A-Za-z_][\w:<>*& ]*\s[\w:*&]+\([^;{}]*\))\s*\{[ \t]*$"
+)
+_HEAD_LINES = 4  # a helper's signature may span this many lines
 
 
-def fold_bodies(source: str, max_lines: int = 12) -> tuple[str, int]:
-    """Short `__device__` helper bodies (at most `max_lines`) folded to `{ ... }`; returns the text and how
-    many were folded."""
+def fold_bodies(source: str, max_lines: int = 12, host: bool = False) -> tuple[str, int]:
+    """`__device__` function bodies of at most `max_lines` lines folded to `{ ... }` (signatures of up to
+    _HEAD_LINES lines), and with `host` the bodies of file-scope host helpers too (never a kernel or an
+    entry point of the contract); returns the text and how many were folded."""
     lines = source.split("\n")
     out: list[str] = []
     folded = 0
     i = 0
     while i < len(lines):
-        m = _HELPER.match(lines[i])
+        m = None
+        if host and "__global__" not in lines[i] and "__device__" not in lines[i]:
+            m = _HOST.match(lines[i])
+            start = i
+        elif "__device__" in lines[i] and "__global__" not in lines[i]:
+            for h in range(_HEAD_LINES):
+                if i + h >= len(lines) or ";" in lines[i + h]:
+                    break
+                m = _HELPER.match(
+                    " ".join(line.strip() if k else line for k, line in enumerate(lines[i : i + h + 1]))
+                )
+                if m or "{" in lines[i + h]:
+                    break
+            start = i + h if m else i
         if m:
-            depth, j = 0, i
+            depth, j = 0, start
             while j < len(lines):
                 depth += lines[j].count("{") - lines[j].count("}")
-                if depth <= 0 and j > i:
+                if depth <= 0 and j > start:
                     break
                 j += 1
-            if j < len(lines) and depth == 0 and 0 < j - i <= max_lines and lines[j].strip() == "}":
+            if j < len(lines) and depth == 0 and 0 < j - start <= max_lines and lines[j].strip() == "}":
                 out.append(m.group("head") + " { ... }")
                 folded += 1
                 i = j + 1

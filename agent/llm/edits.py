@@ -25,6 +25,8 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
+from hgemm.core.record import normalize_source
+
 FAILURE_KINDS = ("no_match", "ambiguous", "empty_search", "malformed", "no_change")
 MAX_BLOCKS = 64  # a reply with more blocks than this is malformed
 
@@ -144,6 +146,6 @@ def apply_edits(base: str, edits: list[Edit] | None) -> Applied:
         source = new
     if not source.endswith("\n"):
         source += "\n"
-    if source.strip() == base.strip():
+    if normalize_source(source) == normalize_source(base):  # the same kernel hash: nothing changed
         return Applied(None, failure="no_change", block=len(edits), applied=len(edits))
     return Applied(source, diff=unified_diff(base, source), applied=len(edits), spans=spans)

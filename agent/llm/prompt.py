@@ -28,7 +28,7 @@ from hgemm.agent.llm import tokens
 from hgemm.agent.llm.compact import fold_bodies, resolve_conditionals
 from hgemm.agent.llm.feedback import Feedback, feedback, number
 from hgemm.agent.llm.scrub import prompt_source
-from hgemm.agent.llm.variants import View, defines, family_class, pick, view
+from hgemm.agent.llm.variants import View, defines, family_class, pick, summary, view
 from hgemm.agent.proposer import ProposalContext
 from hgemm.evaluator.api import contract_text
 from hgemm.evaluator.profile import NCU_METRICS
@@ -247,7 +247,8 @@ def shown(kernel: Scored) -> Scored:
 
 
 DEFAULT_BUDGET = 12_000  # tokens of system + user prompt
-FOLD_LEVELS = (0, 12, 40)  # helper-body sizes folded in turn while the parent does not fit
+FOLD_LEVELS = (0, 12, 40, 120, -120)  # negative: host helpers folded too
+VARIANT_SHARE = 0.15  # of the budget the parent leaves to variants and failures, when folding can  # helper-body sizes folded in turn while the parent does not fit
 
 
 def tile_class(source: str) -> str:
@@ -258,13 +259,18 @@ def tile_class(source: str) -> str:
     return f"{bm}x{bn}" if bm and bn else "?"
 
 
-def choose_parent(ranked: list[Scored], rng: random.Random) -> Scored | None:
-    """A parent from a MAP-Elites grid over instruction family x tile class: the best kernel of each cell
-    is an elite, and elites are drawn with weight 1/(rank+1), so several lineages stay alive."""
+def parents_by_cell(ranked: list[Scored]) -> list[Scored]:
+    """The elites of a MAP-Elites grid over instruction family x tile class (the best kernel of each
+    cell), best first."""
     elites: dict[tuple[str, str], Scored] = {}
     for s in ranked:  # best first: the first of each cell is its elite
         elites.setdefault((family_class(s.source), tile_class(s.source)), s)
-    pool = sorted(elites.values(), key=lambda s: (-s.score, s.hash))
+    return sorted(elites.values(), key=lambda s: (-s.score, s.hash))
+
+
+def choose_parent(ranked: list[Scored], rng: random.Random) -> Scored | None:
+    """A parent drawn from the grid's elites with weight 1/(rank+1), so several lineages stay alive."""
+    pool = parents_by_cell(ranked)
     return rank_weighted_sample(pool, 1, rng)[0] if pool else None
 
 
@@ -286,15 +292,47 @@ def render_prompt(
     counter = tokens.counter()
     ranked, failed, latest = gather(ctx, failures=failures)
     shown_ranked = [shown(k) for k in ranked]
-    parent = next((s for s in shown_ranked if s.hash == parent_hash), None) if parent_hash else None
-    parent = parent or choose_parent(shown_ranked, rng)
+    forced = next((s for s in shown_ranked if s.hash == parent_hash), None) if parent_hash else None
+    first = forced or choose_parent(shown_ranked, rng)
     floors, baselines = timing_facts(latest)
     system = prompts.render("system.j2", contract=contract_text().strip())
     base = dict(M=ctx.M, N=ctx.N, K=ctx.K, gpu=gpu_facts(ctx.gpu), floors=floors, baselines=baselines,
                 wording=prompts.wording("feedback.toml"))  # fmt: skip
-    parent_source = resolve_conditionals(parent.source) if parent else None
-    picked: list[Scored] = []
     views: dict[str, View] = {}
+
+    def render(
+        shown_parent: dict | None, chosen: list[tuple[Scored, View]], notes: list[Feedback], left: int
+    ) -> str:
+        items = [
+            {**dataclasses.asdict(s), "view": v}
+            for s, v in sorted(chosen, key=lambda t: (t[0].score, t[0].hash))
+        ]
+        return prompts.render(
+            "task.j2", **base, parent=shown_parent, variants=items, failures=notes, left_out=left
+        )
+
+    def size(user: str) -> int:
+        return counter.count(system) + counter.count(user)
+
+    budget = budget_tokens if budget_tokens is not None else math.inf
+    # The parent leaves room for variants and failures where it can: folded until it fits within that room;
+    # when even the folded drawn parent leaves none, the next elite that does is shown instead.
+    room = budget * (1 - VARIANT_SHARE) if len(shown_ranked) > 1 or failed else budget
+    elites = [] if forced else [s for s in parents_by_cell(shown_ranked) if s.hash != first.hash]
+    parent, parent_source, shown_parent, folded = None, None, None, 0
+    for candidate in [first, *elites] if first else []:
+        source = resolve_conditionals(candidate.source)
+        for level in FOLD_LEVELS:
+            text, n = fold_bodies(source, abs(level), host=level < 0) if level else (source, 0)
+            as_shown = {**dataclasses.asdict(candidate), "source": text.strip("\n"), "folded": n}
+            fits = size(render(as_shown, [], [], 0)) <= room
+            if fits:
+                break
+        if parent is None or fits:  # the drawn parent stays when no elite fits either
+            parent, parent_source, shown_parent, folded = candidate, source, as_shown, n
+        if fits:
+            break
+    picked: list[Scored] = []
     if parent is not None:
 
         def view_of(s: Scored) -> View:
@@ -305,44 +343,27 @@ def render_prompt(
         picked = pick(parent, shown_ranked, variants, view_of)
     else:
         picked = rank_weighted_sample(shown_ranked, variants, rng)
-
-    def render(shown_parent: dict | None, chosen: list[Scored], notes: list[Feedback], left: int) -> str:
-        items = []
-        for s in chosen:
-            v = views.get(s.hash) or View("source", text=s.source, changed_lines=1)
-            items.append({**dataclasses.asdict(s), "view": v})
-        return prompts.render(
-            "task.j2", **base, parent=shown_parent, variants=items, failures=notes, left_out=left
-        )
-
-    def size(user: str) -> int:
-        return counter.count(system) + counter.count(user)
-
-    budget = budget_tokens if budget_tokens is not None else math.inf
-    shown_parent, folded = None, 0
-    if parent is not None:
-        for level in FOLD_LEVELS:
-            text, folded = fold_bodies(parent_source, level) if level else (parent_source, 0)
-            shown_parent = {**dataclasses.asdict(parent), "source": text.strip("\n"), "folded": folded}
-            if size(render(shown_parent, [], [], 0)) <= budget:
-                break
     notes: list[Feedback] = []
     for note in failed[:failures]:
         if size(render(shown_parent, [], [*notes, note], 0)) > budget:
             break
         notes.append(note)
-    chosen: list[Scored] = []
-    for s in picked:  # in the order of priority `pick` gave
-        trial = sorted([*chosen, s], key=lambda s: (s.score, s.hash))
-        if size(render(shown_parent, trial, notes, len(picked) - len(trial))) <= budget:
-            chosen = trial
+    chosen: list[tuple[Scored, View]] = []
+    for s in picked:  # in the order of priority `pick` gave; the short form when the full one does not fit
+        full = views.get(s.hash) or View("source", text=s.source, changed_lines=1)
+        short = summary(full) if parent is not None else full
+        for v in [full] if short is full else [full, short]:
+            trial = [*chosen, (s, v)]
+            if size(render(shown_parent, trial, notes, len(picked) - len(trial))) <= budget:
+                chosen = trial
+                break
     left = len(picked) - len(chosen)
     user = render(shown_parent, chosen, notes, left)
     return Prompt(
         system,
         user,
         parent.hash if parent else None,
-        [k.hash for k in chosen],
+        [s.hash for s, _ in sorted(chosen, key=lambda t: (t[0].score, t[0].hash))],
         parent_source=parent_source,
         tokens=size(user),
         budget=budget_tokens,

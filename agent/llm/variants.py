@@ -2,7 +2,9 @@
 
 - `view(parent_source, variant_source)` is how a prompt shows a variant beside its parent: "params" (the
   two differ only in the values of `#define NAME <value>` lines: a table of those), "diff" (a unified diff
-  against the parent, when shorter than the variant itself) or "source" (the variant in full).
+  against the parent, when shorter than the variant itself) or "source" (the variant in full);
+  `summary(v)` is the short form a tight budget falls back to: the settings that differ and how many other
+  lines do.
 - `pick(parent, ranked, k)` chooses up to k variants that teach something: the nearest faster kernels,
   the nearest slower ones, then kernels of another instruction family (`family_class`), skipping any whose
   difference from the parent repeats one already picked (near-duplicates) or is empty.
@@ -46,19 +48,25 @@ def family_class(source: str) -> str:
 
 
 def view(parent_source: str, variant_source: str) -> View:
+    a, b = defines(parent_source), defines(variant_source)
+    params = [
+        (n, a.get(n, "(unset)"), b.get(n, "(unset)")) for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)
+    ]
     if _without_defines(parent_source) == _without_defines(variant_source):
-        a, b = defines(parent_source), defines(variant_source)
-        params = [
-            (n, a.get(n, "(unset)"), b.get(n, "(unset)"))
-            for n in sorted(set(a) | set(b))
-            if a.get(n) != b.get(n)
-        ]
         return View("params", params=params, changed_lines=len(params))
-    diff = unified_diff(parent_source, variant_source, name="parent.cu")
+    diff = unified_diff(parent_source, variant_source, name="parent.cu", context=1)
     changed = sum(1 for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---")))
     if len(diff) < len(variant_source):
-        return View("diff", text=diff, changed_lines=changed)
-    return View("source", text=variant_source, changed_lines=changed)
+        return View("diff", text=diff, params=params, changed_lines=changed)
+    return View("source", text=variant_source, params=params, changed_lines=changed)
+
+
+def summary(v: View) -> View:
+    """The settings that differ, and how many other lines differ (not shown)."""
+    if v.kind == "params":
+        return v
+    other = max(0, v.changed_lines - 2 * len(v.params))
+    return View("summary", params=v.params, changed_lines=other)
 
 
 def signature(v: View) -> str:
