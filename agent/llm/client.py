@@ -300,6 +300,7 @@ class LLMProposer:
         self.bandit = ModelBandit(list(self.backends), seed=seed)
         self.known = Known(near_duplicates)
         self.calls: list[LLMCall] = []  # filled by `propose`; the loop reads `generate`'s calls instead
+        self.log: list[dict[str, Any]] = []  # one row per request: model, kind, turn, outcome, candidate hashes
         self._lock = threading.Lock()
         self._followups: deque[Prepared] = deque()
         self._lineage: dict[str, _Lineage] = {}  # candidate hash -> its conversation, until measured
@@ -424,6 +425,10 @@ class LLMProposer:
             kernel_hash=candidates[0].hash if candidates else None,
             message="; ".join(messages)[:500],
         )
+        with self._lock:
+            self.log.append({"request": len(self.log) + 1, "model": model, "kind": prepared.kind,
+                             "turn": prepared.turn, "outcome": outcome,
+                             "candidates": [c.hash for c in candidates]})  # fmt: skip
         return Generation(candidates, [call])
 
     def propose(self, ctx: ProposalContext, n: int) -> list[Candidate]:
