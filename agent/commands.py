@@ -405,7 +405,7 @@ def prompt_command(
         ctx = ProposalContext(shape, info, archive=archive, retriever=retriever)
         prompt = render_prompt(
             ctx,
-            budget_tokens=None if budget == 0 else (budget or config.llm.prompt_tokens),
+            budget_tokens=(budget if budget is not None else config.llm.prompt_tokens) or None,
             rng=random.Random(seed),
             variants=exemplars or config.llm.exemplars,
             failures=config.llm.failures,

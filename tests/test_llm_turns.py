@@ -166,3 +166,32 @@ def test_two_models_in_one_run_are_chosen_by_yield_and_reported_per_model():
     assert per_model["good"]["cost_usd"] > 0 and per_model["good"]["prompt_tokens"] > 0
     stats = proposer.bandit.stats()
     assert stats["good"]["gain"] > 0 and stats["idle"]["gain"] == 0
+
+
+def test_the_cli_runs_two_models_and_prompt_prints_its_token_count(monkeypatch, tmp_path):
+    import json
+
+    from hgemm.agent import commands
+    from hgemm.agent.cli import app
+    from typer.testing import CliRunner
+
+    monkeypatch.setattr(commands, "open_evaluator", StandinEvaluator)
+    monkeypatch.chdir(tmp_path)
+    summary = tmp_path / "run.json"
+    steps = [reply(whole(kernel(0.9 - 0.01 * i, 1 << (i % 3)) + f"int v{i};\n")) for i in range(6)]
+    runner = CliRunner()
+    with ReplayServer(steps, then=Step(texts=["nothing"])) as server:
+        result = runner.invoke(app, ["optimize", "512", "512", "512", "--proposer", "llm", "--llm-base-url",
+                                     server.base_url, "--llm-model", "small-model,large-model", "--budget-evals", "12",
+                                     "--json", str(summary), "--quiet", "--no-ncu"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    models = json.loads(summary.read_text())["llm"]["models"]
+    assert set(models) == {"small-model", "large-model"} and all(m["calls"] >= 1 for m in models.values())
+    assert "small-model:" in result.output and "large-model:" in result.output
+    result = runner.invoke(app, ["prompt", "512", "512", "512", "--budget", "3000"])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("=== ") and " tokens (" in x)
+    used = int(line.split()[1])
+    assert "budget 3000" in line and (used <= 3000 or "OVER BUDGET" in line)
+    result = runner.invoke(app, ["prompt", "512", "512", "512", "--budget", "0"])
+    assert "no budget" in result.output

@@ -337,7 +337,7 @@ class LLMProposer:
         prompt = Prompt(self._system(), user, parent_hash=parent, parent_source=base, tokenizer="")
         with self._lock:
             self._followups.append(
-                Prepared(prompt=prompt, parents=[parent], base=base, history=list(lineage.history), model=lineage.model,
+                Prepared(prompt=prompt, parents=[parent] if parent else [], base=base, history=list(lineage.history), model=lineage.model,
                          best_score=lineage.best_score, kind=kind, turn=turn,
                          repairs=lineage.repairs + (kind == "repair"), improves=lineage.improves + (kind == "improve"))
             )  # fmt: skip
