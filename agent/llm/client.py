@@ -300,7 +300,9 @@ class LLMProposer:
         self.bandit = ModelBandit(list(self.backends), seed=seed)
         self.known = Known(near_duplicates)
         self.calls: list[LLMCall] = []  # filled by `propose`; the loop reads `generate`'s calls instead
-        self.log: list[dict[str, Any]] = []  # one row per request: model, kind, turn, outcome, candidate hashes
+        self.log: list[
+            dict[str, Any]
+        ] = []  # one row per request: model, kind, turn, outcome, candidate hashes
         self._lock = threading.Lock()
         self._followups: deque[Prepared] = deque()
         self._lineage: dict[str, _Lineage] = {}  # candidate hash -> its conversation, until measured
@@ -440,21 +442,28 @@ class LLMProposer:
 
     def observe(self, results: list[tuple[Candidate, Any]]) -> None:
         """Credit each candidate's model with its improvement, and queue its follow-up: a repair turn for a
-        defect, an improvement turn for a correct kernel (each bounded per lineage)."""
+        defect, an improvement turn for a correct kernel (each bounded per lineage). A candidate's records of
+        one round arrive together (quick, then full for finalists); the improvement turn shows the latest,
+        which carries the NCU metrics when they were collected."""
+        grouped: dict[str, tuple[Candidate, list[Any]]] = {}
         for cand, record in results:
+            grouped.setdefault(cand.hash, (cand, []))[1].append(record)
+        for cand, records in grouped.values():
             with self._lock:
                 lineage = self._lineage.pop(cand.hash, None)
             if lineage is None:
                 continue
+            first, latest = records[0], records[-1]
+            record = latest if latest.ok else first
             score = _score(record)
             best = lineage.best_score
             gain = 0.0 if score is None else (score / best - 1.0 if best else 1.0)
             if lineage.model in self.bandit.arms:
                 self.bandit.credit(lineage.model, gain, bool(record.ok))
             turn = lineage.repairs + lineage.improves + 1
-            defect = record.failure_kind not in (None, *NOT_DEFECTS)
-            if defect and not record.ok and lineage.repairs < self.repair_turns:
-                note = feedback(record, cand.source)
+            defect = first.failure_kind not in (None, *NOT_DEFECTS)
+            if defect and not first.ok and lineage.repairs < self.repair_turns:
+                note = feedback(first, cand.source)
                 if note is not None:
                     user = self._followup_text(turn, failure=note, hash=cand.hash)
                     self._followup(lineage, cand.hash, user, "repair", cand.source)
