@@ -86,7 +86,9 @@ def test_a_failed_kernel_is_repaired_in_its_own_conversation_then_improved():
         and "offline" in improve
         and " us" in improve
     )
-    assert "Nsight Compute: sm__throughput.avg.pct_of_peak_sustained_elapsed=" in improve  # full stage (finalist)
+    assert (
+        "Nsight Compute: sm__throughput.avg.pct_of_peak_sustained_elapsed=" in improve
+    )  # full stage (finalist)
     assert outcomes[:3] == ["kernel", "kernel", "no_code"]
 
 
