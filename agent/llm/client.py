@@ -9,6 +9,8 @@
 - `LLMProposer.prepare(ctx)` runs on the main thread only (it reads the archive and index);
   `generate(prepared, n)` may run on any thread (no shared state beyond the backend).
 - Every request becomes one `LLMCall` (model, tokens, cost, latency, outcome, kernel hash) for the archive.
+- `LLMProposer.observe` turns this proposer's results into follow-up turns (repair, improvement) queued per
+  lineage; `prepare` serves those before new prompts. Backends take an optional `history` of earlier turns.
 """
 
 from __future__ import annotations

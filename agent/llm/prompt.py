@@ -1,11 +1,13 @@
-"""What an LLM sees: choose a parent and scored exemplars, collect recent failures, render the prompt.
+"""What an LLM sees: choose a parent and variants, collect recent failures, render within a token budget.
 
 Scored kernels come from this run's history and, when present, the index (correct kernels on this
 shape and its neighbours, with NCU metrics) and the archive. Kernels are ranked by offline speedup over
-the best cuBLAS baseline (comparable across shapes); the parent and the exemplars are drawn with
-weights 1/(rank+1), so the best are shown most often but slower ones appear too, and the exemplars are
-listed slowest to fastest so the prompt can ask what made the difference (contrastive, after
-CUDA-L1). A kernel appears at most once. All prompt text is in `prompts/`.
+the best cuBLAS baseline (comparable across shapes). `render_prompt` is the entry point: the parent is
+drawn with weight 1/(rank+1) from the elites of a family x tile grid and shown once (its own preprocessor
+branches only, `agent.llm.compact`); variants are picked to contrast with it (another family, nearest
+faster, nearest slower; `agent.llm.variants`), listed slowest to fastest and shown as their differences
+from it (contrastive, after CUDA-L1); the budget (tokens by `agent.llm.tokens`) is filled task first,
+then parent, failures, variants. A kernel appears at most once. All prompt text is in `prompts/`.
 
 Invariants (what reaches a prompt from a record or a source, all of it possibly a candidate's):
 - Sources shown are `agent.llm.scrub.prompt_source` forms: no comments, bounded literals.
