@@ -12,7 +12,6 @@ tokenizer the prompts are budgeted with (named in the report). Writes prompt-siz
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import random
 import sys
@@ -21,34 +20,14 @@ from pathlib import Path
 
 from hgemm.agent.config import gpu_preset
 from hgemm.agent.llm import tokens
-from hgemm.agent.llm.prompt import DEFAULT_BUDGET, gather, gpu_facts, render_prompt, shown, timing_facts
-from hgemm.agent.llm.variants import View
+from hgemm.agent.llm.prompt import DEFAULT_BUDGET, render_copies, render_prompt
 from hgemm.agent.proposer import ProposalContext
 
-from hgemm import prompts
 from hgemm.core.shape import Shape
 
 SHAPES = [(4096, 4096, 4096), (1024, 128, 1024), (7, 14336, 4096), (3000, 5000, 700)]
 SEED = Path(__file__).resolve().parent / "results" / "archive-grid100-r10-H100-2026-11-24.jsonl.xz"
 VARIANTS = 3  # the configuration's default (llm.exemplars)
-
-
-def copies_prompt(ctx: ProposalContext, parent_hash: str | None, variant_hashes: list[str]) -> str:
-    """The task prompt with the given parent and variants as complete sources (the 0.11.0 layout)."""
-    ranked, _, latest = gather(ctx)
-    by_hash = {s.hash: shown(s) for s in ranked}
-    floors, baselines = timing_facts(latest)
-    parent = by_hash.get(parent_hash)
-    items = [
-        {**dataclasses.asdict(by_hash[h]), "view": View("source", text=by_hash[h].source)}
-        for h in variant_hashes
-        if h in by_hash
-    ]
-    return prompts.render(
-        "task.j2", M=ctx.M, N=ctx.N, K=ctx.K, gpu=gpu_facts(ctx.gpu), floors=floors, baselines=baselines,
-        wording=prompts.wording("feedback.toml"), failures=[], left_out=0, variants=items,
-        parent={**dataclasses.asdict(parent), "folded": 0} if parent else None,
-    )  # fmt: skip
 
 
 def measure(archive, budget: int) -> list[dict]:
@@ -58,7 +37,7 @@ def measure(archive, budget: int) -> list[dict]:
     for shape in SHAPES:
         ctx = ProposalContext(Shape(*shape), gpu, archive=archive)
         after = render_prompt(ctx, budget_tokens=budget, rng=random.Random(0), variants=VARIANTS)
-        before_user = copies_prompt(ctx, after.parent_hash, after.exemplar_hashes)
+        before_user = render_copies(ctx, after.parent_hash, after.exemplar_hashes)
         before_tokens = counter.count(after.system) + counter.count(before_user)
         rows.append({
             "shape": list(shape), "parent": after.parent_hash, "variants": len(after.exemplar_hashes),

@@ -83,3 +83,16 @@ def test_the_counter_is_real_or_labelled_an_estimate(monkeypatch):
     monkeypatch.setenv("HGEMM_TOKENIZER", "estimate")
     assert tokens.counter().name.startswith("estimate") and not tokens.counter().exact
     monkeypatch.setattr(tokens, "_chosen", counter)
+
+
+def test_the_prompt_sizes_figure_compares_copies_with_differences(seeded, tmp_path):
+    from hgemm.bench import prompt_sizes
+
+    with Archive(seeded) as archive:
+        rows = prompt_sizes.measure(archive, DEFAULT_BUDGET)
+    assert [r["shape"] for r in rows] == [list(s) for s in SHAPES]
+    for r in rows:
+        assert r["within_budget"] and r["after_tokens"] <= DEFAULT_BUDGET
+        assert r["before_tokens"] > 3 * r["after_tokens"]  # copies of ~1,000-line sources against differences
+    md, js = prompt_sizes.write(tmp_path, rows, DEFAULT_BUDGET, tokens.counter().name)
+    assert "| 4096x4096x4096 |" in md.read_text() and tokens.counter().name in md.read_text()

@@ -376,6 +376,25 @@ def render_prompt(
     )
 
 
+def render_copies(ctx: ProposalContext, parent_hash: str | None, variant_hashes: list[str]) -> str:
+    """The task prompt with the given parent and variants as complete sources and no cap: the layout of
+    0.11.0, kept to measure what the compact prompt saves (`python -m hgemm.bench.prompt_sizes`)."""
+    ranked, _, latest = gather(ctx)
+    by_hash = {s.hash: shown(s) for s in ranked}
+    floors, baselines = timing_facts(latest)
+    parent = by_hash.get(parent_hash) if parent_hash else None
+    items = [
+        {**dataclasses.asdict(by_hash[h]), "view": View("source", text=by_hash[h].source)}
+        for h in variant_hashes
+        if h in by_hash
+    ]
+    return prompts.render(
+        "task.j2", M=ctx.M, N=ctx.N, K=ctx.K, gpu=gpu_facts(ctx.gpu), floors=floors, baselines=baselines,
+        wording=prompts.wording("feedback.toml"), failures=[], left_out=0, variants=items,
+        parent={**dataclasses.asdict(parent), "folded": 0} if parent else None,
+    )  # fmt: skip
+
+
 def build_prompt(
     ctx: ProposalContext,
     rng: random.Random,
