@@ -7,8 +7,9 @@ directive lines; conditions it cannot decide (compiler macros such as `__CUDA_AR
 keep their group intact. Our families render their configuration as such macros, so a parent shrinks to the
 code of its own configuration, and SEARCH/REPLACE edits apply to exactly that text.
 
-`fold_bodies(source, keep)` is the last resort of a tight budget: bodies of short `__device__` helper
-functions become `{ ... }` in the shown text; the proposer applies edits to the unfolded text.
+`fold_bodies(source, max_lines, host=False)` is the last resort of a tight budget: bodies of short
+`__device__` helper functions (and with `host`, of file-scope host helpers, never a kernel or a contract entry
+point) become `{ ... }` in the shown text; the proposer applies edits to the unfolded text.
 """
 
 from __future__ import annotations

@@ -249,8 +249,9 @@ def shown(kernel: Scored) -> Scored:
 
 
 DEFAULT_BUDGET = 12_000  # tokens of system + user prompt
-FOLD_LEVELS = (0, 12, 40, 120, -120)  # negative: host helpers folded too
-VARIANT_SHARE = 0.15  # of the budget the parent leaves to variants and failures, when folding can  # helper-body sizes folded in turn while the parent does not fit
+# helper-body sizes (lines) folded in turn while the parent does not fit; negative: host helpers folded too
+FOLD_LEVELS = (0, 12, 40, 120, -120)
+VARIANT_SHARE = 0.15  # of the budget the parent leaves to variants and failures, when folding can
 
 
 def tile_class(source: str) -> str:
