@@ -198,3 +198,21 @@ def test_the_cli_runs_two_models_and_prompt_prints_its_token_count(monkeypatch, 
     assert "budget 3000" in line and (used <= 3000 or "OVER BUDGET" in line)
     result = runner.invoke(app, ["prompt", "512", "512", "512", "--budget", "0"])
     assert "no budget" in result.output
+
+
+def test_an_edit_of_an_archived_parent_is_measured_against_the_parent_in_its_improvement_turn():
+    parent = kernel(0.9)
+    edit = block("#define HG_WARPS_K 1\n", "#define HG_WARPS_K 2\n")
+    with (
+        ReplayServer([reply(edit), reply("Enough.")], then=Step(texts=["No ideas."])) as server,
+        Archive() as archive,
+    ):
+        archive.record(_candidate(parent), _records([parent])[0])
+        proposer = LLMProposer(backend(server), repair_turns=0, improve_turns=1, near_duplicates="layout")
+        result = optimize(Shape(512, 512, 512), proposers=[proposer], evaluator=StandinEvaluator(),
+                          archive=archive, budget=Budget(evals=6), progress=False, patience=2, confirm=0)  # fmt: skip
+        requests = list(server.requests)
+    child = next(c for c, _ in result.results if c.proposer == "llm:replay-model")
+    assert child.parents == [kernel_hash(parent)] and "#define HG_WARPS_K 2" in child.source
+    improve = requests[1]["messages"][-1]["content"]
+    assert f"Your kernel {child.hash} was measured" in improve and "Its parent: offline" in improve

@@ -236,6 +236,9 @@ class Prepared:
     turn: int = 0  # follow-up number within the lineage (0 for a new prompt)
     repairs: int = 0  # repair turns the lineage has used
     improves: int = 0
+    parent_times: dict[str, float] = field(
+        default_factory=dict
+    )  # the parent's medians, for improvement turns
 
 
 @dataclass
@@ -334,6 +337,7 @@ class LLMProposer:
             base=prompt.parent_source,
             model=model,
             best_score=prompt.best_score,
+            parent_times=dict(prompt.parent_times),
         )
 
     def _followup(self, lineage: _Lineage, parent: str, user: str, kind: str, base: str | None) -> None:
@@ -343,7 +347,8 @@ class LLMProposer:
             self._followups.append(
                 Prepared(prompt=prompt, parents=[parent] if parent else [], base=base, history=list(lineage.history), model=lineage.model,
                          best_score=lineage.best_score, kind=kind, turn=turn,
-                         repairs=lineage.repairs + (kind == "repair"), improves=lineage.improves + (kind == "improve"))
+                         repairs=lineage.repairs + (kind == "repair"), improves=lineage.improves + (kind == "improve"),
+                         parent_times=dict(lineage.parent_times))
             )  # fmt: skip
 
     def _system(self) -> str:
@@ -395,7 +400,7 @@ class LLMProposer:
             if reply.problems:
                 messages.append(reply.message)
             lineage = _Lineage(model, conversation, prepared.base, prepared.best_score, prepared.repairs,
-                               prepared.improves, {})  # fmt: skip
+                               prepared.improves, prepared.parent_times)  # fmt: skip
             if reply.outcome == "edit_failed" and lineage.repairs < self.repair_turns:
                 user = self._followup_text(lineage.repairs + lineage.improves + 1, edit_failure=reply.edit)
                 self._followup(
@@ -473,6 +478,7 @@ class LLMProposer:
                 fields = scored_from_record(cand.source, record)
                 if fields is not None:
                     user = self._followup_text(turn, hash=cand.hash, times=fields.times, speedup=fields.speedup,
-                                               ncu=fields.ncu)  # fmt: skip
+                                               ncu=fields.ncu, parent_times=lineage.parent_times)  # fmt: skip
                     lineage.best_score = max(best or 0.0, score or 0.0) or None
+                    lineage.parent_times = dict(fields.times)  # the next turn's parent is this kernel
                     self._followup(lineage, cand.hash, user, "improve", cand.source)

@@ -76,6 +76,7 @@ class Prompt:
     left_out: int = 0  # variants that did not fit the budget
     folded: int = 0  # helper bodies folded in the parent
     best_score: float | None = None  # the best offline speedup among the scored kernels it drew from
+    parent_times: dict[str, float] = field(default_factory=dict)  # the parent's median us per mode
 
     @property
     def over_budget(self) -> bool:
@@ -374,6 +375,7 @@ def render_prompt(
         left_out=left,
         folded=folded,
         best_score=ranked[0].score if ranked else None,
+        parent_times=dict(parent.times) if parent else {},
     )
 
 
