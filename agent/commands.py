@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -32,21 +33,25 @@ def open_evaluator() -> Any:
     return LocalEvaluator()
 
 
-def make_backend(config: Config) -> Any:
+def make_backend(config: Config, model: str | None = None) -> Any:
+    """The backend of `model` (default: llm.model), or the local model when one is configured."""
     llm = config.llm
     if llm.local_model:
+        from hgemm.agent.llm import tokens
         from hgemm.agent.llm.local import LocalBackend
 
-        return LocalBackend(
+        backend = LocalBackend(
             llm.local_model,
             adapter_dir=llm.local_adapter or None,
             temperature=llm.temperature,
             max_tokens=llm.max_tokens,
         )
+        tokens.use(tokens.TokenCounter.from_hf(backend.tokenizer, Path(llm.local_model).name))
+        return backend
     from hgemm.agent.llm import OpenAIBackend
 
     return OpenAIBackend(
-        llm.model,
+        model or llm.model,
         base_url=llm.base_url or None,
         api_key_env=llm.api_key_env,
         temperature=llm.temperature,
@@ -66,20 +71,28 @@ def make_proposers(kind: str, config: Config) -> list[Any]:
         from hgemm.agent.llm import LLMProposer
 
         llm = config.llm
-        if not llm.local_model and llm.price(llm.model) is None:
-            if config.budget.llm_usd is not None and not llm.base_url:
-                raise BadInput(
-                    f"no price known for model {llm.model!r}: add it under [llm.prices] in hgemm.toml"
-                )
-        backend = make_backend(config)
+        for model in llm.models or [llm.model]:
+            if not llm.local_model and llm.price(model) is None:
+                if config.budget.llm_usd is not None and not llm.base_url:
+                    raise BadInput(
+                        f"no price known for model {model!r}: add it under [llm.prices] in hgemm.toml"
+                    )
+        if llm.near_duplicates not in ("code", "layout", "off"):
+            raise BadInput(f"llm.near_duplicates must be code, layout or off, not {llm.near_duplicates!r}")
+        models = [] if llm.local_model else [m for m in llm.models if m] or []
+        backends = [make_backend(config, model) for model in models] if models else [make_backend(config)]
         proposers.append(
             LLMProposer(
-                backend,
+                backends,
                 prices=llm.price,
                 samples=llm.samples,
                 exemplars=llm.exemplars,
                 failures=llm.failures,
                 seed=config.search.seed,
+                prompt_tokens=llm.prompt_tokens or None,
+                repair_turns=llm.repair_turns,
+                improve_turns=llm.improve_turns,
+                near_duplicates=llm.near_duplicates,
             )
         )
     if kind.endswith("template"):
@@ -114,7 +127,35 @@ def _apply_options(config: Config, **options: Any) -> Config:
         if value is not None:
             section, key = targets[option]
             setattr(getattr(config, section), key, value)
+    if "," in config.llm.model:  # --llm-model a,b: several models, chosen by a bandit
+        config.llm.models = [m.strip() for m in config.llm.model.split(",") if m.strip()]
+        config.llm.model = config.llm.models[0] if config.llm.models else ""
     return config
+
+
+def model_yield(result: Any) -> dict[str, dict[str, Any]]:
+    """Per LLM model: its calls, tokens and cost, the kernels it proposed that were evaluated, how many were
+    correct, and its best offline speedup over the best baseline."""
+    out: dict[str, dict[str, Any]] = {}
+    for model, usage in result.llm.per_model.items():
+        out[model] = {**usage, "cost_usd": round(usage["cost_usd"], 6)}
+        out[model].update(kernels=0, correct=0, best_speedup=None)
+    seen: set[tuple[str, str]] = set()
+    for cand, rec in result.results:
+        if not cand.proposer.startswith("llm:"):
+            continue
+        row = out.setdefault(cand.proposer[4:], {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                  "cost_usd": 0.0, "kernels": 0, "correct": 0, "best_speedup": None})  # fmt: skip
+        if (cand.hash, "k") not in seen:
+            seen.add((cand.hash, "k"))
+            row["kernels"] += 1
+        if rec.ok and (cand.hash, "ok") not in seen:
+            seen.add((cand.hash, "ok"))
+            row["correct"] += 1
+        speedup = rec.speedup_best("offline") if rec.ok else None
+        if speedup and (row["best_speedup"] is None or speedup > row["best_speedup"]):
+            row["best_speedup"] = round(speedup, 4)
+    return out
 
 
 def measured_text(result: Any) -> str:
@@ -148,6 +189,7 @@ def summary(result: Any) -> dict[str, Any]:
             "completion_tokens": result.llm.completion_tokens,
             "cost_usd": round(result.llm.cost_usd, 6),
             "outcomes": result.llm.outcomes,
+            "models": model_yield(result),
         },
         "best": None
         if rec is None
@@ -179,6 +221,12 @@ def print_result(result: Any) -> None:
             f"LLM: {llm.calls} calls, {llm.prompt_tokens} + {llm.completion_tokens} tokens, "
             f"${llm.cost_usd:.4f} ({outcomes})"
         )
+        for model, row in model_yield(result).items():
+            best = f"{row['best_speedup']:.3f}x" if row["best_speedup"] else "none"
+            console.print(
+                f"  {model}: {row['calls']} calls, {row['prompt_tokens']} + {row['completion_tokens']} tokens, "
+                f"${row['cost_usd']:.4f}; {row['kernels']} kernels, {row['correct']} correct, best {best}"
+            )
     if result.best is None:
         console.print("No candidate passed the full stage.")
         return
@@ -204,7 +252,11 @@ def optimize_command(
     N: int = typer.Argument(..., help="columns of B and C"),
     K: int = typer.Argument(..., help="columns of A, rows of B"),
     proposer: str = typer.Option("template", help="template, llm or llm+template"),
-    llm_model: str | None = typer.Option(None, help="model name (default from hgemm.toml)"),
+    llm_model: str | None = typer.Option(
+        None,
+        help="model name (default from hgemm.toml); several, comma-separated, are chosen by a bandit on "
+        "improvement per dollar",
+    ),
     llm_base_url: str | None = typer.Option(
         None, help="an OpenAI-compatible server, e.g. http://localhost:8000/v1"
     ),
@@ -228,7 +280,9 @@ def optimize_command(
     confirm_reps: int | None = typer.Option(None, help="fresh evaluations of each kernel --confirm measures"),
     out: Path | None = typer.Option(None, help="write the best kernel to this .cu file"),
     json_out: Path | None = typer.Option(None, "--json", help="write a JSON summary of the run to this file"),
-    ncu: bool = typer.Option(False, help="collect Nsight Compute metrics at the full stage"),
+    ncu: bool | None = typer.Option(
+        None, "--ncu/--no-ncu", help="Nsight Compute metrics for every finalist (default: when ncu is on PATH)"
+    ),
     sanitize: bool = typer.Option(False, help="run compute-sanitizer on the winner (the next fastest if it fails)"),
     objective: str = typer.Option(
         "both", help="pick the winner by: both (geomean of offline and server speedups), offline, server"
@@ -269,6 +323,8 @@ def optimize_command(
 
     trigger = trigger_for(finetune_every, config.llm.local_model)
     proposers = make_proposers(proposer, config)
+    if ncu is None:
+        ncu = shutil.which("ncu") is not None
     result = run_optimize(
         shape, proposers, config, proposer_kind=proposer, ncu=ncu, sanitize=sanitize, progress=not quiet,
         objective=objective,
@@ -338,6 +394,9 @@ def prompt_command(
     ),
     seed: int = typer.Option(0, help="random seed for the parent and exemplar draw"),
     exemplars: int | None = typer.Option(None, help="scored variants to show"),
+    budget: int | None = typer.Option(
+        None, help="token budget of the prompt (default from hgemm.toml; 0: none)"
+    ),
     system: bool = typer.Option(True, help="print the system prompt too"),
     config_file: Path | None = typer.Option(None, "--config", help="hgemm.toml to read"),
 ) -> None:
@@ -346,7 +405,7 @@ def prompt_command(
     if exemplars is not None and exemplars < 0:
         raise BadInput(f"--exemplars must be 0 or more, got {exemplars}")
     config = load_config(config_file)
-    from hgemm.agent.llm.prompt import build_prompt
+    from hgemm.agent.llm.prompt import render_prompt
     from hgemm.agent.proposer import ProposalContext
     from hgemm.archive import Archive
     from hgemm.index import Retriever
@@ -356,15 +415,23 @@ def prompt_command(
         info = gpu_preset(gpu or preset_for_name(name or ""), name if not gpu else None)
         retriever = Retriever(archive, gpu_sm_count=info.sm_count)
         ctx = ProposalContext(shape, info, archive=archive, retriever=retriever)
-        prompt = build_prompt(
+        prompt = render_prompt(
             ctx,
-            random.Random(seed),
-            exemplars=exemplars or config.llm.exemplars,
+            budget_tokens=(budget if budget is not None else config.llm.prompt_tokens) or None,
+            rng=random.Random(seed),
+            variants=exemplars or config.llm.exemplars,
             failures=config.llm.failures,
         )
     if system:
         typer.echo("=== system ===\n" + prompt.system + "\n=== user ===")
     typer.echo(prompt.user)
+    cap = f"budget {prompt.budget}" if prompt.budget else "no budget"
+    over = " - OVER BUDGET: the parent alone does not fit" if prompt.over_budget else ""
+    typer.echo(
+        f"=== {prompt.tokens} tokens ({prompt.tokenizer}; {cap}; {len(prompt.exemplar_hashes)} variants shown, "
+        f"{prompt.left_out} left out){over} ===",
+        err=True,
+    )
 
 
 def _latest_gpu_name(archive: ArchiveStore, M: int, N: int, K: int) -> str | None:

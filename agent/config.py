@@ -45,6 +45,11 @@ class LLMConfig:
     local_adapter: str = ""  # a LoRA adapter directory for local_model (needs peft)
     exemplars: int = 3  # scored variants shown per prompt (besides the parent)
     failures: int = 4  # recent failures shown per prompt
+    prompt_tokens: int = 12_000  # token budget of one prompt (system + user); 0: none
+    repair_turns: int = 2  # follow-up prompts that show a failed kernel its failure, per lineage
+    improve_turns: int = 1  # follow-up prompts that show a correct kernel its times and NCU metrics
+    near_duplicates: str = "code"  # reject sources equal to a tried one but for: code (comments, layout), layout, off
+    models: list[str] = field(default_factory=list)  # several models in one run, chosen by a bandit
     prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
 
     def price(self, model: str) -> tuple[float, float] | None:

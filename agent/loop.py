@@ -82,12 +82,20 @@ class LLMUsage:
     cost_usd: float = 0.0
     latency_s: float = 0.0
     outcomes: dict[str, int] = field(default_factory=dict)
+    per_model: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> calls, tokens, cost
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def add(self, call: Any) -> None:
+        mine = self.per_model.setdefault(
+            call.model, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+        )
+        mine["calls"] += 1
+        mine["prompt_tokens"] += call.prompt_tokens
+        mine["completion_tokens"] += call.completion_tokens
+        mine["cost_usd"] += call.cost_usd
         self.calls += 1
         self.prompt_tokens += call.prompt_tokens
         self.completion_tokens += call.completion_tokens

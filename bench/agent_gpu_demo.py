@@ -126,7 +126,10 @@ def main() -> int:
             if any(r["best"] and tuple(r["shape"]) == s for r in runs)
         ),
         "prompt_has_exemplars": len(prompt.exemplar_hashes) > 0 or prompt.parent_hash is not None,
-        "prompt_has_ncu": "Nsight Compute:" in prompt.user,
+        "prompt_has_ncu": any(
+            line.startswith("Nsight Compute: ") and "no metrics were collected" not in line
+            for line in prompt.user.splitlines()
+        ),
     }
     print(
         f"{'shape':>16} {'proposer':>13} {'evals':>5} {'full':>4} {'llm calls':>9} {'best us':>9} {'x cuBLAS':>8} {'stop':>9}"

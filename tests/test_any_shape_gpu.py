@@ -30,10 +30,9 @@ NARROW_SHAPES = [(1, 1, 1), (17, 33, 65), (513, 257, 129), (300, 500, 70), (64, 
 
 
 def _run(cases: list[tuple[str, str, dict, tuple[int, int, int]]]) -> list[dict]:
+    from hgemm.evaluator.compile import compile_sources
     from hgemm.evaluator.kernels import get_family
     from hgemm.evaluator.local import LocalEvaluator
-
-    from hgemm.evaluator.compile import compile_sources
 
     compile_sources(sorted({get_family(f).render(p) for _, f, p, _ in cases}))  # in parallel, into the cache
     rows = []

@@ -79,3 +79,26 @@ def test_missing_directory_and_adapter_are_clear_errors(tmp_path, tiny_dir):
     empty.mkdir()
     with pytest.raises(LLMError, match="cannot load"):
         LocalBackend(empty, device="cpu")
+
+
+def test_a_local_model_continues_a_conversation_counts_with_its_own_tokenizer_and_drives_the_gpu_report(
+    tiny_dir,
+):
+    from hgemm.agent.llm import tokens
+    from hgemm.agent.llm.local import LocalBackend
+    from hgemm.bench import llm_turns
+    from standin import StandinEvaluator
+
+    backend = LocalBackend(tiny_dir, temperature=1.0, max_tokens=8, device="cpu")
+    history = [("user", "kernel tile"), ("assistant", "warp shared memory")]
+    done = backend.complete("system", "fp16 fp32", 1, history=history)
+    assert (
+        len(done.texts) == 1 and done.prompt_tokens > backend.complete("system", "fp16 fp32", 1).prompt_tokens
+    )
+    counter = tokens.TokenCounter.from_hf(backend.tokenizer, tiny_dir.name)
+    assert counter.name == f"hf:{tiny_dir.name}" and counter.count("kernel tile warp") == 3
+    report = llm_turns.run([(256, 256, 256)], lambda: LLMProposer(backend, seed=0), StandinEvaluator(),
+                           budget_evals=6, budget_minutes=1.0, warmup=2)  # fmt: skip
+    rows = report["requests"]
+    assert rows and all(r["model"] == backend.model for r in rows)
+    assert {r["outcome"] for r in rows} <= {"no_code", "kernel", "edit_failed", "static_check", "duplicate"}

@@ -45,9 +45,11 @@ class ListProposer:
 
 
 def _llm(server, **kw):
+    """One model, no follow-up turns; near-duplicates by layout only (the stand-in's markers are comments)."""
     backend = OpenAIBackend(
         "replay-model", base_url=server.base_url, timeout_s=1.0, retries=1, backoff_s=0.01
     )
+    kw = {"repair_turns": 0, "improve_turns": 0, "near_duplicates": "layout", **kw}
     return LLMProposer(backend, **kw)
 
 

@@ -22,13 +22,52 @@ from hgemm.core.shape import Shape
 
 REQUIRED = {
     "system.j2": {"contract"},
-    "task.j2": {"M", "N", "K", "gpu", "floors", "baselines", "parent", "exemplars", "failures", "wording"},
+    "task.j2": {
+        "M",
+        "N",
+        "K",
+        "gpu",
+        "floors",
+        "baselines",
+        "parent",
+        "variants",
+        "failures",
+        "wording",
+        "left_out",
+    },
+    "followup.j2": {
+        "failure",
+        "edit_failure",
+        "edit_wording",
+        "hash",
+        "wording",
+        "times",
+        "speedup",
+        "parent_times",
+        "ncu",
+        "turn",
+        "turns",
+    },
 }
 
 
 def _values(name):
     if name == "system.j2":
         return {"contract": "CONTRACT"}
+    if name == "followup.j2":
+        return dict(
+            failure=None,
+            edit_failure=None,
+            edit_wording={},
+            hash="0" * 16,
+            wording={},
+            times={"offline": 1.0},
+            speedup={},
+            parent_times={},
+            ncu={},
+            turn=1,
+            turns=2,
+        )
     return dict(
         M=1,
         N=2,
@@ -37,9 +76,10 @@ def _values(name):
         floors={},
         baselines={},
         parent=None,
-        exemplars=[],
+        variants=[],
         failures=[],
         wording=prompts.wording("feedback.toml"),
+        left_out=0,
     )
 
 
@@ -130,7 +170,9 @@ def _hostile_kernel(speed: float, warps_k: int) -> str:
 
 def _hostile_history():
     sources = [_hostile_kernel(0.8 + 0.1 * i, 1 << (i % 4)) for i in range(4)]
-    broken = [s.replace("STANDIN_SPEED", f"STANDIN_COMPILE_ERROR {i} STANDIN_SPEED") for i, s in enumerate(sources)]
+    broken = [
+        s.replace("STANDIN_SPEED", f"STANDIN_COMPILE_ERROR {i} STANDIN_SPEED") for i, s in enumerate(sources)
+    ]
     crashing = ["// STANDIN_CRASH\n" + s for s in sources[:1]]
     records = StandinEvaluator().evaluate(sources + broken + crashing, Shape(512, 512, 512), ncu=True)
     for r in records:
@@ -154,11 +196,15 @@ def test_hostile_kernels_and_failures_reach_the_prompt_only_as_code_codes_and_nu
     user = prompt.user
     _assert_clean(user)
     assert prompt.parent_hash and len(prompt.exemplar_hashes) == 3
-    assert "(compile_error): nvcc could not compile the source." in user and "a static assertion failed" in user
+    assert (
+        "(compile_error): nvcc could not compile the source." in user and "a static assertion failed" in user
+    )
     assert "(crash): The process running the kernel died." in user
     assert f'static const char* note_1 = "{"B" * LITERAL_CHARS}...";' in user and "mma.sync" in user
     assert "Nsight Compute: sm__throughput" in user and "kernel=" not in user and "error=" not in user
-    assert "```cuda" in user and user.count("```") % 2 == 1  # every fence opened is closed (one in the closing line)
+    assert (
+        "```cuda" in user and user.count("```") % 2 == 1
+    )  # every fence opened is closed (one in the closing line)
 
 
 def test_an_imported_archive_cannot_smuggle_text_through_record_fields(monkeypatch):
@@ -183,9 +229,15 @@ def test_an_imported_archive_cannot_smuggle_text_through_record_fields(monkeypat
         assert "Baselines on this shape:" in prompt.user and "lt_autotuned" in prompt.user
         assert "(crash): The process running the kernel died." in prompt.user and "Variant 3" in prompt.user
         newest = "// newest\n" + history[0][0].source
-        archive.record(Candidate(newest, "import"),
-                       dataclasses.replace(history[0][1], gpu=f"NVIDIA {INJECTION}", kernel_hash=kernel_hash(newest),
-                                           created="2999-01-01T00:00:00+00:00"))
+        archive.record(
+            Candidate(newest, "import"),
+            dataclasses.replace(
+                history[0][1],
+                gpu=f"NVIDIA {INJECTION}",
+                kernel_hash=kernel_hash(newest),
+                created="2999-01-01T00:00:00+00:00",
+            ),
+        )
     monkeypatch.setattr(commands, "open_evaluator", StandinEvaluator)
     result = CliRunner().invoke(app, ["prompt", "512", "512", "512"])  # the GPU's name comes from the archive
     assert result.exit_code == 0, result.output

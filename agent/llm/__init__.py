@@ -1,7 +1,9 @@
 """The LLM proposer: prompts built from the archive, a chat backend (OpenAI-compatible or local), replies parsed
 into candidates. `client` holds the proposer and the OpenAI-compatible backend; `local` a Hugging Face model;
-`prompt` and `sources` what the model is shown, `scrub` and `feedback` the safe forms of candidates' sources and
-failures that it is shown them in; `replies` how its answer becomes a kernel."""
+`prompt`, `sources`, `variants` and `compact` what the model is shown, `tokens` how it is counted against the
+budget; `scrub` and `feedback` the safe forms of candidates' sources and failures that it is shown them in;
+`replies` and `edits` how its answer becomes a kernel; `novelty` which answers are not worth compiling;
+`bandit` which of several models to ask."""
 
 from hgemm.agent.llm.client import (
     ChatBackend,
@@ -16,6 +18,13 @@ from hgemm.agent.llm.client import (
 )
 
 __all__ = [
-    "ChatBackend", "Completion", "LLMCall", "LLMError", "LLMProposer", "MissingKey", "OpenAIBackend",
-    "Unreachable", "cost_usd",
+    "ChatBackend",
+    "Completion",
+    "LLMCall",
+    "LLMError",
+    "LLMProposer",
+    "MissingKey",
+    "OpenAIBackend",
+    "Unreachable",
+    "cost_usd",
 ]

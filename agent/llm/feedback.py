@@ -42,21 +42,48 @@ SIGNALS = frozenset(
 
 # cudaError_t values a kernel's host code or the runtime can plausibly report.
 CUDA_ERRORS = {
-    1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 3: "cudaErrorInitializationError",
-    9: "cudaErrorInvalidConfiguration", 13: "cudaErrorInvalidSymbol", 17: "cudaErrorInvalidDevicePointer",
-    21: "cudaErrorInvalidMemcpyDirection", 52: "cudaErrorMissingConfiguration",
-    98: "cudaErrorInvalidDeviceFunction", 101: "cudaErrorInvalidDevice", 200: "cudaErrorInvalidKernelImage",
-    209: "cudaErrorNoKernelImageForDevice", 218: "cudaErrorInvalidPtx", 222: "cudaErrorUnsupportedPtxVersion",
-    400: "cudaErrorInvalidResourceHandle", 401: "cudaErrorIllegalState", 500: "cudaErrorSymbolNotFound",
-    600: "cudaErrorNotReady", 700: "cudaErrorIllegalAddress", 701: "cudaErrorLaunchOutOfResources",
-    702: "cudaErrorLaunchTimeout", 710: "cudaErrorAssert", 714: "cudaErrorHardwareStackError",
-    715: "cudaErrorIllegalInstruction", 716: "cudaErrorMisalignedAddress", 717: "cudaErrorInvalidAddressSpace",
-    718: "cudaErrorInvalidPc", 719: "cudaErrorLaunchFailure", 720: "cudaErrorCooperativeLaunchTooLarge",
-    800: "cudaErrorNotPermitted", 801: "cudaErrorNotSupported", 900: "cudaErrorStreamCaptureUnsupported",
-    901: "cudaErrorStreamCaptureInvalidated", 902: "cudaErrorStreamCaptureMerge",
-    903: "cudaErrorStreamCaptureUnmatched", 904: "cudaErrorStreamCaptureUnjoined",
-    905: "cudaErrorStreamCaptureIsolation", 906: "cudaErrorStreamCaptureImplicit", 907: "cudaErrorCapturedEvent",
-    908: "cudaErrorStreamCaptureWrongThread", 909: "cudaErrorTimeout", 912: "cudaErrorInvalidClusterSize",
+    1: "cudaErrorInvalidValue",
+    2: "cudaErrorMemoryAllocation",
+    3: "cudaErrorInitializationError",
+    9: "cudaErrorInvalidConfiguration",
+    13: "cudaErrorInvalidSymbol",
+    17: "cudaErrorInvalidDevicePointer",
+    21: "cudaErrorInvalidMemcpyDirection",
+    52: "cudaErrorMissingConfiguration",
+    98: "cudaErrorInvalidDeviceFunction",
+    101: "cudaErrorInvalidDevice",
+    200: "cudaErrorInvalidKernelImage",
+    209: "cudaErrorNoKernelImageForDevice",
+    218: "cudaErrorInvalidPtx",
+    222: "cudaErrorUnsupportedPtxVersion",
+    400: "cudaErrorInvalidResourceHandle",
+    401: "cudaErrorIllegalState",
+    500: "cudaErrorSymbolNotFound",
+    600: "cudaErrorNotReady",
+    700: "cudaErrorIllegalAddress",
+    701: "cudaErrorLaunchOutOfResources",
+    702: "cudaErrorLaunchTimeout",
+    710: "cudaErrorAssert",
+    714: "cudaErrorHardwareStackError",
+    715: "cudaErrorIllegalInstruction",
+    716: "cudaErrorMisalignedAddress",
+    717: "cudaErrorInvalidAddressSpace",
+    718: "cudaErrorInvalidPc",
+    719: "cudaErrorLaunchFailure",
+    720: "cudaErrorCooperativeLaunchTooLarge",
+    800: "cudaErrorNotPermitted",
+    801: "cudaErrorNotSupported",
+    900: "cudaErrorStreamCaptureUnsupported",
+    901: "cudaErrorStreamCaptureInvalidated",
+    902: "cudaErrorStreamCaptureMerge",
+    903: "cudaErrorStreamCaptureUnmatched",
+    904: "cudaErrorStreamCaptureUnjoined",
+    905: "cudaErrorStreamCaptureIsolation",
+    906: "cudaErrorStreamCaptureImplicit",
+    907: "cudaErrorCapturedEvent",
+    908: "cudaErrorStreamCaptureWrongThread",
+    909: "cudaErrorTimeout",
+    912: "cudaErrorInvalidClusterSize",
     999: "cudaErrorUnknown",
 }
 _CUDA_NAMES = frozenset(CUDA_ERRORS.values())
@@ -67,14 +94,20 @@ SANITIZER_TOOLS = ("memcheck", "racecheck")
 COMPILE_CODES: tuple[tuple[str, str], ...] = (
     ("static_assertion", r"static assertion|static_assert"),
     ("error_directive", r"#error"),
-    ("host_call_in_device_code", r"__host__ function.*from a __(?:global|device)__|in device code|"
-                                 r"cannot be called from|not allowed in (?:a )?__(?:global|device)__"),
+    (
+        "host_call_in_device_code",
+        r"__host__ function.*from a __(?:global|device)__|in device code|"
+        r"cannot be called from|not allowed in (?:a )?__(?:global|device)__",
+    ),
     ("undefined_identifier", r"is undefined|was not declared|undeclared identifier|has not been declared"),
     ("missing_member", r"has no member|is not a member"),
     ("argument_count", r"too (?:many|few) (?:template )?arguments"),
     ("no_matching_call", r"no instance of|no matching|no suitable|more than one instance|ambiguous"),
-    ("type_mismatch", r"cannot be used to initiali[sz]e|cannot be assigned|incompatible|cannot convert|"
-                      r"invalid conversion|invalid type conversion|cast"),
+    (
+        "type_mismatch",
+        r"cannot be used to initiali[sz]e|cannot be assigned|incompatible|cannot convert|"
+        r"invalid conversion|invalid type conversion|cast",
+    ),
     ("not_constant", r"constant value|constant expression|not a constant|must be a constant"),
     ("redefinition", r"already been defined|redefinition|redeclar|multiple definition|previous definition"),
     ("incomplete_type", r"incomplete type"),
@@ -88,8 +121,11 @@ ELSEWHERE_CODES: tuple[tuple[str, str], ...] = (
     ("ptxas_shared_memory", r"^ptxas.*too much shared data"),
     ("ptxas_registers", r"^ptxas.*(?:registers|too many resources)"),
     ("ptxas_unresolved", r"^ptxas.*(?:Unresolved|undefined)"),
-    ("ptxas_instruction", r"^ptxas.*(?:Unknown|known instruction|Arguments mismatch|syntax error|[Ii]llegal|"
-                          r"not supported|requires)"),
+    (
+        "ptxas_instruction",
+        r"^ptxas.*(?:Unknown|known instruction|Arguments mismatch|syntax error|[Ii]llegal|"
+        r"not supported|requires)",
+    ),
     ("ptxas", r"^ptxas"),
     ("linker", r"^nvlink|/ld\b|\bld: |undefined reference|multiple definition"),
     ("assembler", r"Assembler messages|: Error:|\.s:\d+:"),
@@ -161,18 +197,38 @@ DETAIL_CODES: tuple[tuple[str, str, str], ...] = (
 )
 # Numbers the evaluator's own messages hold: (kind, pattern with named numeric groups).
 MESSAGE_NUMBERS: tuple[tuple[str, str], ...] = (
-    ("incorrect", r"relative error (?P<relative_error>\S+) \(bound (?P<relative_bound>\S+)\), "
-                  r"max error (?P<max_error>[^\s,;]+)"),
+    (
+        "incorrect",
+        r"relative error (?P<relative_error>\S+) \(bound (?P<relative_bound>\S+)\), "
+        r"max error (?P<max_error>[^\s,;]+)",
+    ),
     ("incorrect", r"(?P<nonfinite_elements>\d+) elements of C are NaN or Inf"),
     ("incorrect", r"(?P<wrong_rows>\d+) rows of C disagree"),
-    ("unwritten_output", r"(?P<unwritten_elements>\d+) of (?P<output_elements>\d+) elements of C never written"),
+    (
+        "unwritten_output",
+        r"(?P<unwritten_elements>\d+) of (?P<output_elements>\d+) elements of C never written",
+    ),
     ("unwritten_output", r"(?P<unwritten_elements>\d+) elements of C never written"),
     ("timeout", r"ran past (?:its )?(?P<limit_s>[\d.]+) s"),
-    ("suspicious_speed", r"^\w+: (?P<median_us>[\d.]+) us is below the physical floor (?P<floor_us>[\d.]+) us"),
+    (
+        "suspicious_speed",
+        r"^\w+: (?P<median_us>[\d.]+) us is below the physical floor (?P<floor_us>[\d.]+) us",
+    ),
 )
 NUMBER_NAMES = (
-    "relative_error", "relative_bound", "max_error", "nonfinite_elements", "wrong_rows", "unwritten_elements",
-    "output_elements", "limit_s", "median_us", "floor_us", "max_rel_err", "ref_rel_err", "exit_code",
+    "relative_error",
+    "relative_bound",
+    "max_error",
+    "nonfinite_elements",
+    "wrong_rows",
+    "unwritten_elements",
+    "output_elements",
+    "limit_s",
+    "median_us",
+    "floor_us",
+    "max_rel_err",
+    "ref_rel_err",
+    "exit_code",
 )
 _LOCATION = re.compile(
     r"^(?:kernel\.cu\((?P<paren>\d{1,7})\)|kernel\.cu:(?P<colon>\d{1,7})(?::\d+)?):\s*"
@@ -212,7 +268,9 @@ class Feedback:
     numbers: tuple[tuple[str, str], ...] = ()  # (one of NUMBER_NAMES, the number as formatted here)
     lines: tuple[SourceLine, ...] = ()
     more_lines: int = 0  # errors in the candidate's own file beyond those quoted
-    elsewhere: tuple[tuple[str, int], ...] = ()  # (code of ELSEWHERE_CODES, "outside_source" or "other", count)
+    elsewhere: tuple[
+        tuple[str, int], ...
+    ] = ()  # (code of ELSEWHERE_CODES, "outside_source" or "other", count)
 
 
 def number(value: Any) -> str | None:

@@ -58,24 +58,27 @@ class LocalBackend:
                 return value
         return 4096
 
-    def _prompt_ids(self, system: str, user: str) -> Any:
+    def _prompt_ids(self, system: str, user: str, history: Any = ()) -> Any:
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            earlier = [{"role": role, "content": text} for role, text in history]
+            messages = [{"role": "system", "content": system}, *earlier, {"role": "user", "content": user}]
             ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
             if not hasattr(ids, "shape"):  # some versions return a BatchEncoding
                 ids = ids["input_ids"]
         else:
-            ids = tok(system + "\n\n" + user + "\n\n", return_tensors="pt")["input_ids"]
+            turns = "".join(text + "\n\n" for _, text in history)
+            ids = tok(system + "\n\n" + turns + user + "\n\n", return_tensors="pt")["input_ids"]
         room = max(1, self._context_length() - self.max_tokens)
         return ids[:, -room:]
 
-    def complete(self, system: str, user: str, n: int) -> Completion:
+    def complete(self, system: str, user: str, n: int, history: Any = ()) -> Completion:
+        """n replies to `user` after `system` and earlier turns ((role, text) pairs) in `history`."""
         import torch
 
         with self._lock:
             start = time.perf_counter()
-            ids = self._prompt_ids(system, user).to(self.device)
+            ids = self._prompt_ids(system, user, history).to(self.device)
             room = max(1, self._context_length() - ids.shape[1])
             pad = self.tokenizer.pad_token_id
             if pad is None:

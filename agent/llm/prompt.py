@@ -1,11 +1,13 @@
-"""What an LLM sees: choose a parent and scored exemplars, collect recent failures, render the prompt.
+"""What an LLM sees: choose a parent and variants, collect recent failures, render within a token budget.
 
 Scored kernels come from this run's history and, when present, the index (correct kernels on this
 shape and its neighbours, with NCU metrics) and the archive. Kernels are ranked by offline speedup over
-the best cuBLAS baseline (comparable across shapes); the parent and the exemplars are drawn with
-weights 1/(rank+1), so the best are shown most often but slower ones appear too, and the exemplars are
-listed slowest to fastest so the prompt can ask what made the difference (contrastive, after
-CUDA-L1). A kernel appears at most once. All prompt text is in `prompts/`.
+the best cuBLAS baseline (comparable across shapes). `render_prompt` is the entry point: the parent is
+drawn with weight 1/(rank+1) from the elites of a family x tile grid and shown once (its own preprocessor
+branches only, `agent.llm.compact`); variants are picked to contrast with it (another family, nearest
+faster, nearest slower; `agent.llm.variants`), listed slowest to fastest and shown as their differences
+from it (contrastive, after CUDA-L1); the budget (tokens by `agent.llm.tokens`) is filled task first,
+then parent, failures, variants. A kernel appears at most once. All prompt text is in `prompts/`.
 
 Invariants (what reaches a prompt from a record or a source, all of it possibly a candidate's):
 - Sources shown are `agent.llm.scrub.prompt_source` forms: no comments, bounded literals.
@@ -24,8 +26,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from hgemm.agent.llm import tokens
+from hgemm.agent.llm.compact import fold_bodies, resolve_conditionals
 from hgemm.agent.llm.feedback import Feedback, feedback, number
 from hgemm.agent.llm.scrub import prompt_source
+from hgemm.agent.llm.variants import View, defines, family_class, pick, summary, view
 from hgemm.agent.proposer import ProposalContext
 from hgemm.evaluator.api import contract_text
 from hgemm.evaluator.profile import NCU_METRICS
@@ -64,6 +69,18 @@ class Prompt:
     user: str
     parent_hash: str | None = None
     exemplar_hashes: list[str] = field(default_factory=list)
+    parent_source: str | None = None  # the parent exactly as shown, unfolded: the base SEARCH blocks match
+    tokens: int = 0  # system + user, by `tokenizer`
+    budget: int | None = None
+    tokenizer: str = ""
+    left_out: int = 0  # variants that did not fit the budget
+    folded: int = 0  # helper bodies folded in the parent
+    best_score: float | None = None  # the best offline speedup among the scored kernels it drew from
+    parent_times: dict[str, float] = field(default_factory=dict)  # the parent's median us per mode
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget is not None and self.tokens > self.budget
 
 
 def _finite(value: Any) -> float | None:
@@ -219,7 +236,9 @@ def timing_facts(record: EvalRecord | None) -> tuple[dict[str, float], dict[str,
         if floor:
             floors[mode] = floor
         table = getattr(result, "baselines", None) or {}
-        times = {b: _finite(getattr(s, "median_us", None)) for b, s in sorted(table.items()) if b in BASELINES}
+        times = {
+            b: _finite(getattr(s, "median_us", None)) for b, s in sorted(table.items()) if b in BASELINES
+        }
         if any(t is not None for t in times.values()):
             baselines[mode] = {b: t for b, t in times.items() if t is not None}
     return floors, baselines
@@ -230,25 +249,162 @@ def shown(kernel: Scored) -> Scored:
     return dataclasses.replace(kernel, source=prompt_source(kernel.source))
 
 
-def build_prompt(
-    ctx: ProposalContext, rng: random.Random, *, exemplars: int = 4, failures: int = 4
+DEFAULT_BUDGET = 12_000  # tokens of system + user prompt
+# helper-body sizes (lines) folded in turn while the parent does not fit; negative: host helpers folded too
+FOLD_LEVELS = (0, 12, 40, 120, -120)
+VARIANT_SHARE = 0.15  # of the budget the parent leaves to variants and failures, when folding can
+
+
+def tile_class(source: str) -> str:
+    """The CTA tile a kernel's own settings name (`HG_BM`/`BM` x `HG_BN`/`BN`), or "?"."""
+    d = defines(source)
+    bm = d.get("HG_BM") or d.get("BM")
+    bn = d.get("HG_BN") or d.get("BN")
+    return f"{bm}x{bn}" if bm and bn else "?"
+
+
+def parents_by_cell(ranked: list[Scored]) -> list[Scored]:
+    """The elites of a MAP-Elites grid over instruction family x tile class (the best kernel of each
+    cell), best first."""
+    elites: dict[tuple[str, str], Scored] = {}
+    for s in ranked:  # best first: the first of each cell is its elite
+        elites.setdefault((family_class(s.source), tile_class(s.source)), s)
+    return sorted(elites.values(), key=lambda s: (-s.score, s.hash))
+
+
+def choose_parent(ranked: list[Scored], rng: random.Random) -> Scored | None:
+    """A parent drawn from the grid's elites with weight 1/(rank+1), so several lineages stay alive."""
+    pool = parents_by_cell(ranked)
+    return rank_weighted_sample(pool, 1, rng)[0] if pool else None
+
+
+def render_prompt(
+    ctx: ProposalContext,
+    *,
+    budget_tokens: int | None = DEFAULT_BUDGET,
+    rng: random.Random | None = None,
+    variants: int = 4,
+    failures: int = 4,
+    parent_hash: str | None = None,
 ) -> Prompt:
-    """Choose parent and exemplars for ctx's shape and render the system and task prompts."""
+    """The prompt for ctx's shape within `budget_tokens` (None: no cap), filled in priority order: the task
+    (shape, GPU, floors, baselines), the parent in full (conditionals resolved; short helper bodies folded
+    only if it would not fit otherwise), recent failures, then variants as their differences from the
+    parent until the budget is reached. `parent_hash` forces the parent when it is among the scored kernels.
+    The stable entry point for anything that needs a proposer prompt."""
+    rng = rng or random.Random(0)
+    counter = tokens.counter()
     ranked, failed, latest = gather(ctx, failures=failures)
-    parent, picked = choose(ranked, exemplars, rng)
+    shown_ranked = [shown(k) for k in ranked]
+    forced = next((s for s in shown_ranked if s.hash == parent_hash), None) if parent_hash else None
+    first = forced or choose_parent(shown_ranked, rng)
     floors, baselines = timing_facts(latest)
     system = prompts.render("system.j2", contract=contract_text().strip())
-    user = prompts.render(
-        "task.j2",
-        M=ctx.M,
-        N=ctx.N,
-        K=ctx.K,
-        gpu=gpu_facts(ctx.gpu),
-        floors=floors,
-        baselines=baselines,
-        parent=shown(parent) if parent else None,
-        exemplars=[shown(k) for k in picked],
-        failures=failed[:failures],
-        wording=prompts.wording("feedback.toml"),
+    base = dict(M=ctx.M, N=ctx.N, K=ctx.K, gpu=gpu_facts(ctx.gpu), floors=floors, baselines=baselines,
+                wording=prompts.wording("feedback.toml"))  # fmt: skip
+    views: dict[str, View] = {}
+
+    def render(
+        shown_parent: dict | None, chosen: list[tuple[Scored, View]], notes: list[Feedback], left: int
+    ) -> str:
+        items = [
+            {**dataclasses.asdict(s), "view": v}
+            for s, v in sorted(chosen, key=lambda t: (t[0].score, t[0].hash))
+        ]
+        return prompts.render(
+            "task.j2", **base, parent=shown_parent, variants=items, failures=notes, left_out=left
+        )
+
+    def size(user: str) -> int:
+        return counter.count(system) + counter.count(user)
+
+    budget = budget_tokens if budget_tokens is not None else math.inf
+    # The parent leaves room for variants and failures where it can: folded until it fits within that room;
+    # when even the folded drawn parent leaves none, the next elite that does is shown instead.
+    room = budget * (1 - VARIANT_SHARE) if len(shown_ranked) > 1 or failed else budget
+    elites = [] if forced else [s for s in parents_by_cell(shown_ranked) if s.hash != first.hash]
+    parent, parent_source, shown_parent, folded = None, None, None, 0
+    for candidate in [first, *elites] if first else []:
+        source = resolve_conditionals(candidate.source)
+        for level in FOLD_LEVELS:
+            text, n = fold_bodies(source, abs(level), host=level < 0) if level else (source, 0)
+            as_shown = {**dataclasses.asdict(candidate), "source": text.strip("\n"), "folded": n}
+            fits = size(render(as_shown, [], [], 0)) <= room
+            if fits:
+                break
+        if parent is None or fits:  # the drawn parent stays when no elite fits either
+            parent, parent_source, shown_parent, folded = candidate, source, as_shown, n
+        if fits:
+            break
+    picked: list[Scored] = []
+    if parent is not None:
+
+        def view_of(s: Scored) -> View:
+            if s.hash not in views:
+                views[s.hash] = view(parent_source, resolve_conditionals(s.source))
+            return views[s.hash]
+
+        picked = pick(parent, shown_ranked, variants, view_of)
+    else:
+        picked = rank_weighted_sample(shown_ranked, variants, rng)
+    notes: list[Feedback] = []
+    for note in failed[:failures]:
+        if size(render(shown_parent, [], [*notes, note], 0)) > budget:
+            break
+        notes.append(note)
+    chosen: list[tuple[Scored, View]] = []
+    for s in picked:  # in the order of priority `pick` gave; the short form when the full one does not fit
+        full = views.get(s.hash) or View("source", text=s.source, changed_lines=1)
+        short = summary(full) if parent is not None else full
+        for v in [full] if short is full else [full, short]:
+            trial = [*chosen, (s, v)]
+            if size(render(shown_parent, trial, notes, len(picked) - len(trial))) <= budget:
+                chosen = trial
+                break
+    left = len(picked) - len(chosen)
+    user = render(shown_parent, chosen, notes, left)
+    return Prompt(
+        system,
+        user,
+        parent.hash if parent else None,
+        [s.hash for s, _ in sorted(chosen, key=lambda t: (t[0].score, t[0].hash))],
+        parent_source=parent_source,
+        tokens=size(user),
+        budget=budget_tokens,
+        tokenizer=counter.name,
+        left_out=left,
+        folded=folded,
+        best_score=ranked[0].score if ranked else None,
+        parent_times=dict(parent.times) if parent else {},
     )
-    return Prompt(system, user, parent.hash if parent else None, [k.hash for k in picked])
+
+
+def render_copies(ctx: ProposalContext, parent_hash: str | None, variant_hashes: list[str]) -> str:
+    """The task prompt with the given parent and variants as complete sources and no cap: the layout of
+    0.11.0, kept to measure what the compact prompt saves (`python -m hgemm.bench.prompt_sizes`)."""
+    ranked, _, latest = gather(ctx)
+    by_hash = {s.hash: shown(s) for s in ranked}
+    floors, baselines = timing_facts(latest)
+    parent = by_hash.get(parent_hash) if parent_hash else None
+    items = [
+        {**dataclasses.asdict(by_hash[h]), "view": View("source", text=by_hash[h].source)}
+        for h in variant_hashes
+        if h in by_hash
+    ]
+    return prompts.render(
+        "task.j2", M=ctx.M, N=ctx.N, K=ctx.K, gpu=gpu_facts(ctx.gpu), floors=floors, baselines=baselines,
+        wording=prompts.wording("feedback.toml"), failures=[], left_out=0, variants=items,
+        parent={**dataclasses.asdict(parent), "folded": 0} if parent else None,
+    )  # fmt: skip
+
+
+def build_prompt(
+    ctx: ProposalContext,
+    rng: random.Random,
+    *,
+    exemplars: int = 4,
+    failures: int = 4,
+    budget_tokens: int | None = DEFAULT_BUDGET,
+) -> Prompt:
+    """`render_prompt` with the proposer's argument names."""
+    return render_prompt(ctx, budget_tokens=budget_tokens, rng=rng, variants=exemplars, failures=failures)

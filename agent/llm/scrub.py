@@ -51,9 +51,22 @@ _DIRECTIVE = re.compile(r"[ \t]*#[ \t]*(\w*)(.*)", re.DOTALL)
 _DEAD_CONDITION = re.compile(r"\(?\s*(?:0+|false)\s*\)?")
 # Pragmas whose arguments are code, not prose; any other pragma keeps its first word only.
 _PRAGMAS = {
-    "unroll", "nounroll", "once", "pack", "push_macro", "pop_macro", "nv_diag_suppress", "nv_diag_default",
-    "nv_diag_warning", "nv_diag_error", "diag_suppress", "diag_default", "diag_warning", "nv_exec_check_disable",
-    "hd_warning_disable", "STDC",
+    "unroll",
+    "nounroll",
+    "once",
+    "pack",
+    "push_macro",
+    "pop_macro",
+    "nv_diag_suppress",
+    "nv_diag_default",
+    "nv_diag_warning",
+    "nv_diag_error",
+    "diag_suppress",
+    "diag_default",
+    "diag_warning",
+    "nv_exec_check_disable",
+    "hd_warning_disable",
+    "STDC",
 }
 _FREE_TEXT_DIRECTIVES = {"error", "warning", "ident", "sccs"}
 _QUOTED_INCLUDE = re.compile(r'[ \t]*#[ \t]*(include|include_next|import)[ \t]*"([^"\n]*)"')

@@ -2,7 +2,8 @@
 
 `ReplayServer(steps)` serves `POST /v1/chat/completions` on a free port from a thread and answers each
 request with the next `Step`: reply texts, an HTTP error status, a malformed body, or a delay (to exercise
-client timeouts); when the script runs out, `then` is repeated.
+client timeouts); when the script runs out, `then` is repeated. A step with `respond` computes its texts
+from the request's messages (a scripted model, such as `hgemm.testing.scripted_model.ParamTweaker`).
 
 - Nothing here reaches beyond 127.0.0.1.
 - Token usage is reported as characters / 4, so cost accounting has numbers to add up.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,6 +28,7 @@ class Step:
     raw: bytes | None = None  # sent verbatim as the body (malformed JSON, say)
     delay_s: float = 0.0
     finish_reason: str = "stop"
+    respond: Callable[[list[dict[str, Any]], int], list[str]] | None = None  # (messages, n) -> texts
 
 
 def reply(*texts: str) -> Step:
@@ -106,7 +109,8 @@ class ReplayServer:
 
 def _completion(body: dict[str, Any], step: Step) -> dict[str, Any]:
     n = int(body.get("n") or 1)
-    texts = [step.texts[i % len(step.texts)] if step.texts else "" for i in range(n)]
+    source = step.respond(list(body.get("messages") or []), n) if step.respond else step.texts
+    texts = [source[i % len(source)] if source else "" for i in range(n)]
     prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
     completion_tokens = sum(len(t) for t in texts) // 4
     return {

@@ -104,7 +104,9 @@ def attempts(
     from hgemm.core.record import kernel_hash
 
     # the kinds an archive of this shape was drawn with: a kind added later must not change a seed's archive
-    failure_kinds = [k for k in FAILURE_KINDS if k not in ("suspicious_speed", "timing_disturbed", "object_audit")]
+    failure_kinds = [
+        k for k in FAILURE_KINDS if k not in ("suspicious_speed", "timing_disturbed", "object_audit")
+    ]
     for _ in range(n):
         fam, params, src = rng.choice(pool)
         h = kernel_hash(src)
