@@ -136,7 +136,7 @@ def test_llm_loop_archives_calls_lineage_and_shows_failures_in_the_next_prompt()
         requests = list(server.requests)
         usage = archive.llm_usage(result.run_id)
         rows = archive.execute(
-            "SELECT outcome, kernel_hash FROM llm_calls WHERE run_id = ? ORDER BY id", [result.run_id]
+            "SELECT outcome, kernel_hash, prompt, reply FROM llm_calls WHERE run_id = ? ORDER BY id", [result.run_id]
         )
         best = result.best
         lineage = archive.lineage(best.hash)
@@ -145,6 +145,9 @@ def test_llm_loop_archives_calls_lineage_and_shows_failures_in_the_next_prompt()
         "no_code"
     ] * 3
     assert result.llm.calls == 8 and result.llm.cost_usd > 0
+    # the texts behind each answered call are kept beside the kernel they produced (shown on its kernel page)
+    assert rows[2]["reply"] == "Only prose this time." and "512" in rows[2]["prompt"]
+    assert rows[0]["kernel_hash"] and rows[0]["reply"].startswith("Compared with the slower variants")
     assert usage["calls"] == 8 and usage["cost_usd"] == pytest.approx(result.llm.cost_usd)
     # the first prompt had no parent; the last kernel's parent is the first (the only correct one then)
     first_hash = result.results[0][0].hash

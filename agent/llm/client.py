@@ -76,6 +76,8 @@ class LLMCall:
     outcome: str  # agent.llm.replies.OUTCOMES; for n samples, the best outcome among them
     kernel_hash: str | None = None
     message: str = ""
+    prompt: str = ""  # the system and task prompt as sent, kept beside the kernel in the archive
+    reply: str = ""  # the model's answer (samples joined)
 
 
 @dataclass
@@ -433,6 +435,8 @@ class LLMProposer:
             outcome=outcome,
             kernel_hash=candidates[0].hash if candidates else None,
             message="; ".join(messages)[:500],
+            prompt=prepared.prompt.system + "\n\n" + prepared.prompt.user,
+            reply="\n\n----- next sample -----\n\n".join(completion.texts),
         )
         with self._lock:
             self.log.append({"request": len(self.log) + 1, "model": model, "kind": prepared.kind,
