@@ -113,16 +113,18 @@ def test_every_page_loads(server, browser, shots):
 
 def test_sort_and_filter_the_leaderboard(server, browser):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     b = browser
     b.get(server["url"] + "/leaderboard")
     b.find_element(By.LINK_TEXT, "speedup").click()  # first click on speedup: fastest first
+    WebDriverWait(b, 10).until(lambda d: "sort=speedup" in d.current_url)
     speeds = [float(td.text.rstrip("x")) for td in _css(b, "#leaderboard tbody td:nth-child(6)")]
     assert len(speeds) > 10 and speeds == sorted(speeds, reverse=True)
     b.find_element(By.NAME, "K").send_keys("512")
     Select(b.find_element(By.NAME, "family")).select_by_visible_text("wgmma_tma")
     b.find_element(By.ID, "filter").click()
+    WebDriverWait(b, 10).until(lambda d: "K=512" in d.current_url and _css(d, "a.shape-link"))  # the new page
     shapes = [a.text for a in _css(b, "a.shape-link")]
     assert shapes and all(s.endswith("x512") for s in shapes)
     assert {td.text for td in _css(b, "#leaderboard tbody td:nth-child(4)")} == {"wgmma_tma"}
