@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from hgemm.agent.loop import CONFIRM_FINALISTS, CONFIRM_REPETITIONS
 from hgemm.agent.stores import ArchiveStore, IndexStore
 from hgemm.agent.sweep_grid import GRID100, read_grid  # noqa: F401  (read_grid: the sweep's public API)
 from hgemm.agent.sweep_report import (  # noqa: F401  (the report, re-exported: the sweep's public API)
@@ -106,8 +107,8 @@ class SearchSettings:
     sanitize: bool = False
     objective: str = "both"
     quick_server: bool = False
-    confirm: int = 3
-    confirm_reps: int = 3
+    confirm: int = CONFIRM_FINALISTS
+    confirm_reps: int = CONFIRM_REPETITIONS
     proposer_factory: Any = None
 
 
@@ -183,8 +184,8 @@ def run_sweep(
     on_row: Callable[[list[dict[str, Any]]], None] | None = None,
     objective: str = "both",
     quick_server: bool = False,
-    confirm: int = 3,
-    confirm_reps: int = 3,
+    confirm: int = CONFIRM_FINALISTS,
+    confirm_reps: int = CONFIRM_REPETITIONS,
 ) -> list[dict[str, Any]]:
     """Optimise each shape in turn on one evaluator (budgets are per shape); rows in the order of `shapes`.
     `on_row(rows)` runs after every shape with the rows so far (the command rewrites its report there, so a

@@ -35,8 +35,6 @@ from hgemm.core.errors import BadInput
 from hgemm.core.record import MODES
 from hgemm.core.shape import Shape
 
-SWEEP_DEFAULT_EVALS = 64
-
 
 def settings_from(config_path: Path | None, **options: Any) -> SearchSettings:
     """The search settings: the options given, else `hgemm.toml`'s values where a file is found, else the
@@ -44,13 +42,11 @@ def settings_from(config_path: Path | None, **options: Any) -> SearchSettings:
     from hgemm.agent.config import load_config
 
     cfg = load_config(config_path)
-    st = SearchSettings()
+    st = SearchSettings()  # the sweep's defaults
     if cfg.path is not None:
         st.budget_evals, st.budget_minutes = cfg.budget.evals, cfg.budget.minutes
         for key in ("seed", "refresh", "refresh_within", "quick_server", "confirm", "confirm_reps"):
             setattr(st, key, getattr(cfg.search, key))
-    else:
-        st.budget_evals = SWEEP_DEFAULT_EVALS
     for key, value in options.items():
         if value is not None:
             setattr(st, key, value)
