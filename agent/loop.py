@@ -290,8 +290,8 @@ class _Run:
                 call.latency_s,
                 call.outcome,
                 kernel_hash=call.kernel_hash,
-                prompt=getattr(call, "prompt", "") or None,
-                reply=getattr(call, "reply", "") or None,
+                prompt=call.prompt or None,
+                reply=call.reply or None,
             )
 
     def accept(self, i: int, candidates: list[Candidate]) -> None:
