@@ -120,6 +120,7 @@ class Embedder:
         self.cache_path = cache_path
         self.batch_size = batch_size
         self._conn: sqlite3.Connection | None = None
+        self._conn_lock = threading.Lock()  # the cache is used from whichever thread embeds (sweep slots)
         self._queries: dict[str, np.ndarray] = {}
 
     @property
@@ -129,7 +130,9 @@ class Embedder:
     def _cache(self) -> sqlite3.Connection:
         if self._conn is None:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(self.cache_path), isolation_level=None, timeout=60)
+            self._conn = sqlite3.connect(
+                str(self.cache_path), isolation_level=None, timeout=60, check_same_thread=False
+            )
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
         return self._conn
@@ -142,13 +145,14 @@ class Embedder:
         keys = [text_key(t) for t in texts]
         unique = dict(zip(keys, texts))
         found: dict[str, np.ndarray] = {}
-        conn = self._cache()
         wanted = list(unique)
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            sql = f"SELECT key, vec FROM vectors WHERE key IN ({', '.join('?' * len(chunk))})"
-            for key, blob in conn.execute(sql, chunk):
-                found[key] = np.frombuffer(blob, dtype=np.float32)
+        with self._conn_lock:
+            conn = self._cache()
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                sql = f"SELECT key, vec FROM vectors WHERE key IN ({', '.join('?' * len(chunk))})"
+                for key, blob in conn.execute(sql, chunk):
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
         missing = [k for k in wanted if k not in found]
         if missing:
             vecs = model.encode(
@@ -158,12 +162,13 @@ class Embedder:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             ).astype(np.float32)
-            conn.execute("BEGIN")
-            conn.executemany(
-                "INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)",
-                [(k, v.tobytes()) for k, v in zip(missing, vecs)],
-            )
-            conn.execute("COMMIT")
+            with self._conn_lock:
+                conn.execute("BEGIN")
+                conn.executemany(
+                    "INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)",
+                    [(k, v.tobytes()) for k, v in zip(missing, vecs)],
+                )
+                conn.execute("COMMIT")
             found.update(zip(missing, vecs))
         if not texts:
             return np.zeros((0, TEXT_DIM), dtype=np.float32)
@@ -185,6 +190,7 @@ class Embedder:
         return vec
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        with self._conn_lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -88,3 +88,31 @@ def test_fast_query_encoder_matches_the_model(model):
     assert fast is not None, "the traced query encoder could not be built"
     for text in ("", "ldmatrix", "split-K with a 128x256 tile, " * 30 + "slower than cuBLAS"):
         assert np.allclose(fast(text), embed_mod._encode_one(model, text), atol=1e-5)
+
+
+def test_the_cache_serves_texts_embedded_from_other_threads(model, tmp_path, monkeypatch):
+    """A sweep's slot threads embed through one index: the cache is not tied to the thread that opened it."""
+    import threading
+
+    import numpy as np
+
+    monkeypatch.delenv("HGEMM_EMBEDDER", raising=False)
+    embedder = embed_mod.Embedder(tmp_path / "embeddings.db")
+    first = embedder.embed(["family small; tile 64x64"])
+    got: list = []
+    errors: list = []
+
+    def other(text: str) -> None:
+        try:
+            got.append(embedder.embed([text, "family small; tile 64x64"]))
+        except Exception as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=other, args=(f"family wgmma; tile {n}x128",)) for n in (64, 128)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert all(np.allclose(g[1], first[0]) for g in got) and len(got) == 2
+    embedder.close()
