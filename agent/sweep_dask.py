@@ -210,6 +210,10 @@ class WorkerPool:
                                     pure=False)  # fmt: skip
         deadline = time.monotonic() + (timeout or self.eval_timeout)
         checked = time.monotonic()
+        # Wait on a callback, not on `future.result(timeout=...)`: under load, Dask's timed wait can end with
+        # an UnboundLocalError of its own instead of a result or a TimeoutError.
+        finished = threading.Event()
+        future.add_done_callback(lambda _: finished.set())
         try:
             while True:
                 if self.stop.is_set():
@@ -221,8 +225,8 @@ class WorkerPool:
                     if addr not in self.workers().values():
                         raise WorkerLost(f"worker {slot} left the cluster during the call")
                 try:
-                    return future.result(timeout=0.5)
-                except TimeoutError:
+                    if finished.wait(0.5):
+                        return future.result()
                     if time.monotonic() > deadline:
                         self.kill(addr)
                         raise WorkerLost(
@@ -246,11 +250,20 @@ class WorkerPool:
         raise KeyboardInterrupt
 
     def kill(self, addr: str) -> None:
-        """End a hung worker's process; its Nanny starts a fresh one under the same name."""
+        """End a hung worker's process; its Nanny starts a fresh one under the same name. The ending runs on
+        the worker's event loop (a coroutine: Dask runs only those without waiting), not behind the hung task."""
         try:
-            self.client.run(os._exit, 1, workers=[addr], wait=False)
+            self.client.run(_exit_worker, workers=[addr], wait=False)
         except Exception:
-            pass
+            return
+        # Until the scheduler drops it, the slot's next call would go there.
+        deadline = time.monotonic() + 30.0
+        while addr in self.workers().values() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+async def _exit_worker() -> None:
+    os._exit(1)
 
 
 class RemoteEvaluator:

@@ -303,6 +303,27 @@ def test_pinned_cluster_gives_each_worker_its_own_device_and_restarts_a_dead_one
         )
 
 
+def _answer(token, factory, value, sleep_s):
+    time.sleep(sleep_s)
+    return value
+
+
+def test_a_call_returns_its_answer_and_a_hung_worker_is_ended_and_replaced():
+    from distributed import Client
+    from hgemm.agent.sweep_dask import WorkerLost, WorkerPool, pinned_cluster
+
+    with pinned_cluster(["0"]) as cluster, Client(cluster) as client:
+        pool = WorkerPool(client, eval_timeout=3.0)
+        assert [pool.call("gpu0", _answer, n, 0.2) for n in range(3)] == [0, 1, 2]
+        old = pool.workers()["gpu0"]
+        started = time.monotonic()
+        with pytest.raises(WorkerLost, match="hung: no answer in 3 s"):
+            pool.call("gpu0", _answer, "late", 60.0)
+        assert time.monotonic() - started < 20
+        assert pool.call("gpu0", _answer, "again", 0.0) == "again"  # on the worker that replaced it
+        assert pool.workers()["gpu0"] != old
+
+
 def test_sweep_reads_hgemm_toml(tmp_path, monkeypatch):
     from hgemm.agent.sweep_cli import settings_from
 
