@@ -95,18 +95,24 @@ class IndexStore:
         for key, value in wanted.items():
             if meta.get(key) != value:
                 return f"{key} changed ({meta.get(key)!r} -> {value!r})"
-        max_id, count = self.archive.max_record_id(), self.archive.record_count()
+        max_id, count, after = self._counts(meta.get("max_id", 0))
         if meta.get("max_id", 0) > max_id or meta.get("count", 0) > count:
             return "the archive lost records the index has"
-        if count - meta.get("count", 0) != self._count_after(meta.get("max_id", 0)):
+        if count - meta.get("count", 0) != after:
             return "the archive gained records below the indexed range"
         for name in FILES:
             if not (self.dir / name).exists():
                 return f"{name} missing"
         return None
 
-    def _count_after(self, max_id: int) -> int:
-        return self.archive.execute("SELECT count(*) FROM records WHERE id > ?", (max_id,))[0][0]
+    def _counts(self, max_id: int) -> tuple[int, int, int]:
+        """The archive's highest record id, its record count, and how many records lie above `max_id`, read in
+        one statement: one snapshot, though another process (a sweep's driver) may commit records meanwhile."""
+        row = self.archive.execute(
+            "SELECT coalesce(max(id), 0), count(*), count(CASE WHEN id > ? THEN 1 END) FROM records",
+            (max_id,),
+        )[0]
+        return int(row[0]), int(row[1]), int(row[2])
 
     # ----- load, build, append, save ------------------------------------------------------------------
 

@@ -75,6 +75,46 @@ def test_sync_is_incremental_and_persisted(hgemm_home):
         assert meta["count"] == 350 and meta["max_id"] == a.max_record_id() and meta["embedder"] == "none"
 
 
+def test_records_another_process_commits_during_the_staleness_check_are_appended_not_rebuilt(hgemm_home):
+    """A sweep's search processes check their index while the driver commits: a commit between the check's
+    reads of the archive must not look like records lost or added below the indexed range."""
+    with Archive() as a, Archive(a.path) as other:
+        _fill(a, 100)
+        Retriever(a).sync()
+        _fill(a, 10, seed=1)
+        extra = iter(attempts(10, seed=2, kernels=200))
+        checking = [False]
+
+        def commit_after(read):  # another process commits a record right after each of the check's reads
+            def wrapped(*args, **kwargs):
+                value = read(*args, **kwargs)
+                if checking[0]:
+                    at = next(extra)
+                    with other.writer.transaction():
+                        h = other.add_kernel(at.source, family=at.family, params=at.params)
+                        other.add_evaluation(h, at.record)
+                return value
+
+            return wrapped
+
+        for name in ("execute", "max_record_id", "record_count"):
+            setattr(a, name, commit_after(getattr(a, name)))
+        r = Retriever(a)
+        check = r.store.stale_reason
+
+        def checked() -> str | None:
+            checking[0] = True
+            try:
+                return check()
+            finally:
+                checking[0] = False
+
+        r.store.stale_reason = checked
+        summary = r.sync()
+        assert summary["rebuilt"] is False and summary["added"] >= 10
+        assert Retriever(a).sync()["total"] == a.record_count() == 110 + (10 - len(list(extra)))
+
+
 def test_stale_index_is_rebuilt(hgemm_home, tmp_path):
     with Archive() as a:
         _fill(a, 100)
