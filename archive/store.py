@@ -70,14 +70,17 @@ def _unrank_if_disqualified(conn, h: str, record: EvalRecord, gpu: str | None, r
 class Archive:
     """The ranked archive of every attempt. `Archive()` opens (or creates) the default file."""
 
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, *, readonly: bool = False):
+        """`readonly`: reads only, of an archive another connection keeps (a sweep's search processes read
+        what their driver writes); any write raises."""
         self.path = Path(path) if path is not None else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = _db.connect(self.path)
+        self.conn = _db.connect(self.path, readonly=readonly)
         schema.check_not_newer(self.conn, str(self.path))
-        _db.configure(self.conn)
         self.writer = _db.Writer(self.conn, self.path)
-        self._migrate()
+        if not readonly:
+            _db.configure(self.conn)
+            self._migrate()
 
     # ----- lifecycle -----------------------------------------------------------------------------------
 

@@ -94,6 +94,16 @@ def test_evaluation_rows_roundtrip_and_idempotence(arc):
     assert row["floor_fraction"] == pytest.approx(5 / 8)
 
 
+def test_a_readonly_archive_sees_what_the_writer_commits_and_cannot_write(arc):
+    with Archive(arc.path, readonly=True) as reader:
+        h = arc.add_kernel(src(1))
+        arc.add_evaluation(h, timed(h, 256, 512, 1024, 8.0))
+        assert reader.best(256, 512, 1024, gpu="H100")["kernel"] == h  # committed: visible at once
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            reader.add_kernel(src(2))
+    assert arc.stats()["kernels"] == 1
+
+
 def test_failure_record_has_no_timed_rows_but_is_an_attempt(arc):
     h = arc.add_kernel(src(1))
     rec = EvalRecord(h, 64, 64, 64, gpu="H100").fail("compile_error", "error: oops")
