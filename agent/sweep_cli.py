@@ -25,7 +25,6 @@ from hgemm.agent.sweep import (
     resumable_row,
     run_sweep,
     search_failed,
-    search_shape,
 )
 from hgemm.agent.sweep_grid import parse_shard, resolve_grid, schedule, shard
 from hgemm.agent.sweep_report import _fmt, summarize, write_report
@@ -279,12 +278,14 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
     from hgemm.agent import commands
     from hgemm.agent.sweep_dask import Locked, WorkerPool, open_cluster, parse_gpus, run_slots, worker_gpu
     from hgemm.agent.sweep_live import SweepDisplay
+    from hgemm.agent.sweep_slots import SlotProcesses, stop_event
     from hgemm.index import Retriever
 
     cluster = open_cluster(parse_gpus(gpus)) if gpus is not None else None
+    slots = None
     try:
         with Client(cluster if cluster is not None else scheduler, timeout="60s") as client:
-            pool = WorkerPool(client, commands.open_evaluator, eval_timeout=eval_timeout)
+            pool = WorkerPool(client, commands.open_evaluator, eval_timeout=eval_timeout, stop=stop_event())
             infos = {slot: pool.call(slot, worker_gpu, timeout=600) for slot in pool.slots()}
             names = sorted({info.name for info, _, _ in infos.values()})
             if len(names) != 1:
@@ -301,9 +302,7 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
                     for slot, (_, pin, pid) in sorted(infos.items())
                 )
             )
-            lock = threading.RLock()
-            shared = Locked(archive, lock)
-            retriever = Locked(Retriever(archive, gpu_sm_count=info.sm_count), lock)
+            shared = Locked(archive, threading.RLock())  # the slot threads commit their searches' writes
             if resume:
                 typer.echo(f"checking the archive for {len(shapes)} shapes on {gpu} ...")
             done = {s: r for s in shapes if resume and (r := resumable_row(archive, *s, gpu, st.objective))}
@@ -315,11 +314,16 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
                     f"resuming: {len(done)} of {len(shapes)} shapes already in the archive; {len(order)} to search"
                 )
                 on_rows([rows[s] for s in sorted(rows, key=grid_order.get)])
+            retriever = Retriever(archive, gpu_sm_count=info.sm_count)
+            slots = SlotProcesses(pool, shared, settings=st, gpu=gpu, sm_count=info.sm_count, archive_path=archive.path,
+                                  index_dir=retriever.store.dir)  # fmt: skip
+            if order:
+                slots.start(sorted(infos))  # they warm up meanwhile
+            retriever.sync()  # up to date before the first search: each slot's process starts from a copy of it
 
-            def search(shape: Shape, evaluator: Any) -> dict[str, Any]:
+            def search(slot: str, shape: Shape) -> dict[str, Any]:
                 prior = archived_row(shared, *shape, gpu, st.objective)
-                return search_shape(shape, evaluator=evaluator, archive=shared, retriever=retriever, settings=st,
-                                    gpu=gpu, prior=prior)  # fmt: skip
+                return slots.search(slot, shape, prior)
 
             def failed(shape: Shape, reason: str) -> dict[str, Any]:
                 prior = archived_row(shared, *shape, gpu, st.objective)
@@ -331,10 +335,13 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
 
             started = time.monotonic()
             with SweepDisplay(len(done) + len(order), list(done.values())) as display:
-                run_slots(order, pool=pool, search=search, failed=failed, on_row=on_row, display=display)
+                run_slots(order, pool=pool, search=search, failed=failed, on_row=on_row, display=display,
+                          pins={slot: pin for slot, (_, pin, _) in infos.items()})  # fmt: skip
             typer.echo(
                 f"searched {len(order)} shapes in {time.monotonic() - started:.0f} s on {len(infos)} worker(s)"
             )
     finally:
+        if slots is not None:
+            slots.close()
         if cluster is not None:
             cluster.close()

@@ -1,4 +1,4 @@
-"""Sweeps on Dask: one worker per GPU, the search on the driver, evaluations on the workers.
+"""Sweeps on Dask: one worker per GPU for the evaluations, one search process per worker on the driver's host.
 
 - `open_cluster(gpus)`: on one host, one single-threaded worker per GPU, pinned to it through
   `CUDA_VISIBLE_DEVICES` (dask-cuda's `LocalCUDACluster` where it is installed, else a `SpecCluster` of
@@ -6,13 +6,13 @@
   scheduler instead (several hosts; Slurm through dask-jobqueue). Workers run as non-daemon processes (the
   evaluator starts its own GPU worker process) and a task whose worker dies is not rerun by Dask
   (`allowed-failures` 0): the sweep decides.
-- The driver runs one search thread per worker ("slot", named by the worker's name). Each search is
-  `agent.loop.optimize` with a `RemoteEvaluator` that sends every `evaluate` call to its slot's worker; the
-  records come back and the driver writes them: it is the archive's only writer. Archive and index calls from
-  the slot threads are serialised by one lock (`Locked`).
+- The driver runs one thread per worker ("slot", named by the worker's name), and each slot searches its shapes
+  in a process of its own (`agent.sweep_slots`): `agent.loop.optimize` with a `RemoteEvaluator` that sends every
+  `evaluate` call to the slot's worker (which compiles and times). The search's archive writes come back to the
+  driver's thread for the slot, which commits them: the driver is the archive's only writer.
 - A worker evaluates through one evaluator it opens on first use (`open_evaluator`, or the factory the
   driver passes) and keeps for its life. A call that fails (the worker died: illegal address, out of memory,
-  lost GPU; or it hung past `eval_timeout`, when the driver kills it) fails the shape's search; the Nanny
+  lost GPU; or it hung past `eval_timeout`, when the caller kills it) fails the shape's search; the Nanny
   starts a fresh worker under the same name; the shape is retried once, then its row is marked failed with
   the reason, and the sweep goes on.
 - Ctrl-C (or SIGTERM) stops every slot at its next evaluation; what was evaluated is already committed.
@@ -174,10 +174,10 @@ class WorkerPool:
     """The sweep's workers as named slots; `call` runs a function on one slot's current worker."""
 
     def __init__(self, client: Any, factory: Callable[[], Any] | None = None, *, eval_timeout: float = EVAL_TIMEOUT_S,
-                 stop: threading.Event | None = None):  # fmt: skip
+                 stop: Any = None, token: str | None = None):  # fmt: skip
         self.client, self.factory, self.eval_timeout = client, factory, eval_timeout
-        self.stop = stop or threading.Event()
-        self.token = uuid.uuid4().hex
+        self.stop = stop or threading.Event()  # a multiprocessing Event where slot processes share it
+        self.token = token or uuid.uuid4().hex  # a worker keeps the evaluator it opened for this token
 
     def workers(self) -> dict[str, str]:
         """Worker name -> address, as the scheduler knows them now."""
@@ -267,24 +267,34 @@ async def _exit_worker() -> None:
 
 
 class RemoteEvaluator:
-    """The `Evaluator` protocol, served by one slot's worker."""
+    """The `Evaluator` protocol, served by one slot's worker; `waited` adds up the seconds its evaluate calls
+    took (the worker's time, as the search saw it)."""
 
     def __init__(self, pool: WorkerPool, slot: str):
         self.pool, self.slot = pool, slot
         self._gpu: Any = None
         self.pin = ""
+        self.waited = 0.0
 
     def gpu_info(self) -> Any:
         if self._gpu is None:
             self._gpu, self.pin, _ = self.pool.call(self.slot, worker_gpu)
         return self._gpu
 
+    def forget(self) -> None:
+        """Ask the worker again next time: a fresh worker may stand behind the slot."""
+        self._gpu = None
+
     def evaluate(self, sources: list[str], shape: Any, **options: Any) -> list[Any]:
-        return self.pool.call(self.slot, worker_evaluate, list(sources), Shape.of(shape), options)
+        started = time.monotonic()
+        try:
+            return self.pool.call(self.slot, worker_evaluate, list(sources), Shape.of(shape), options)
+        finally:
+            self.waited += time.monotonic() - started
 
 
 class Locked:
-    """Every method call of `obj` under one lock (the archive and the index, shared by the slot threads)."""
+    """Every method call of `obj` under one lock (the driver's archive, shared by the slot threads)."""
 
     def __init__(self, obj: Any, lock: threading.RLock):
         self._obj, self._lock = obj, lock
@@ -305,24 +315,25 @@ def run_slots(
     order: list[Shape],
     *,
     pool: WorkerPool,
-    search: Callable[[Shape, RemoteEvaluator], dict[str, Any]],
+    search: Callable[[str, Shape], dict[str, Any]],
     failed: Callable[[Shape, str], dict[str, Any]],
     on_row: Callable[[dict[str, Any]], None],
     display: Any,
     limit: int | None = None,
+    pins: dict[str, str] | None = None,
 ) -> None:
-    """Search `order` on every slot at once: each slot takes the next shape; a search that raises goes back
-    to the front of the queue once (`RETRIES`), for the first slot with a live worker to take, then
-    `failed(shape, reason)` is its row. `on_row` runs
-    under a lock for each finished shape. Returns when the queue is empty, or raises KeyboardInterrupt after
-    stopping every slot."""
+    """Search `order` on every slot at once: each slot takes the next shape (`search(slot, shape)` returns its
+    row); a search that raises goes back to the front of the queue once (`RETRIES`), for the first slot with a
+    live worker to take, then `failed(shape, reason)` is its row (the reason is the exception's `reason` where
+    it has one, else its name and message). `on_row` runs under a lock for each finished shape. Returns when
+    the queue is empty, or raises KeyboardInterrupt after stopping every slot; an exception that is no shape's
+    fault (`fatal`) stops every slot and is raised."""
     queue = deque(order[:limit] if limit is not None else order)
     failures: dict[Shape, int] = {}
     lock = threading.Lock()
     errors: list[BaseException] = []
 
     def work(slot: str) -> None:
-        evaluator = RemoteEvaluator(pool, slot)
         while not pool.stop.is_set():
             try:  # a slot whose worker died waits for its replacement; a free slot takes the retry meanwhile
                 pool.address(slot)
@@ -333,17 +344,19 @@ def run_slots(
                 shape = queue.popleft() if queue else None
             if shape is None:
                 break
-            display.start(slot, shape, evaluator.pin)
+            display.start(slot, shape, (pins or {}).get(slot, ""))
             try:
-                row = search(shape, evaluator)
+                row = search(slot, shape)
             except KeyboardInterrupt:
                 break
             except Exception as e:
+                if getattr(e, "fatal", False):
+                    raise
                 if pool.stop.wait(
                     1.0
                 ):  # a failure while the sweep stops (SIGTERM to the process group) is the stop
                     break
-                reason = f"{type(e).__name__}: {e}"
+                reason = getattr(e, "reason", None) or f"{type(e).__name__}: {e}"
                 with lock:
                     failures[shape] = failures.get(shape, 0) + 1
                     again = failures[shape] <= RETRIES
@@ -351,7 +364,6 @@ def run_slots(
                         queue.appendleft(shape)
                 display.note(f"{shape}: {reason}" + ("; retrying" if again else "; marked failed"))
                 if again:
-                    evaluator._gpu = None  # a fresh worker may stand behind the slot
                     continue
                 row = failed(shape, reason)
             row["worker"] = slot

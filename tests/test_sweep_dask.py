@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from hgemm.core.shape import Shape
@@ -110,6 +111,13 @@ def test_a_worker_killed_mid_shape_is_replaced_and_the_shape_retried_once(tmp_pa
         assert first >= 1
 
 
+def _reads_archive(p: psutil.Process) -> bool:
+    try:
+        return any(f.path.endswith("hgemm.archive.db") for f in p.open_files())
+    except psutil.Error:
+        return False
+
+
 def _archive_state() -> tuple[int, set[str]]:
     """Records in the archive of $HGEMM_HOME: their count and fingerprints."""
     from hgemm.archive import Archive
@@ -135,9 +143,13 @@ def test_sigkill_of_the_driver_loses_nothing_and_the_same_command_resumes(tmp_pa
     else:
         proc.kill()
         pytest.fail("the sweep wrote no report with two shapes: " + finish(proc))
+    searchers = [p for p in psutil.Process(proc.pid).children(recursive=True) if _reads_archive(p)]
+    assert searchers  # the slots' search processes, each with the archive open for reading
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
+    _, alive = psutil.wait_procs(searchers, timeout=15)
+    assert not alive  # no search outlives its driver
     finished_before = {(r["M"], r["N"], r["K"]): r["kernel"] for r in report(json_path)["rows"]}
     assert 2 <= len(finished_before) < len(SIX)
     count_before, kernels_before = _archive_state()
