@@ -152,7 +152,9 @@ def sweep_command(
         None, "--config", help="settings file (default: ./hgemm.toml, then $HGEMM_HOME/hgemm.toml)"
     ),
     finetune_every: int = typer.Option(
-        None, "--finetune-every", help="fine-tune llm.local_model (hgemm.toml) in a separate process after every N new archive bests"
+        None,
+        "--finetune-every",
+        help="fine-tune llm.local_model (hgemm.toml) in a separate process after every N new archive bests",
     ),
 ) -> None:
     """Optimise every shape of a grid with the template proposer and write a report."""
@@ -278,14 +280,19 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
     from hgemm.agent import commands
     from hgemm.agent.sweep_dask import Locked, WorkerPool, open_cluster, parse_gpus, run_slots, worker_gpu
     from hgemm.agent.sweep_live import SweepDisplay
-    from hgemm.agent.sweep_slots import SlotProcesses, stop_event
+    from hgemm.agent.sweep_slots import SlotProcesses, end_spares, prestart, stop_event
     from hgemm.index import Retriever
 
-    cluster = open_cluster(parse_gpus(gpus)) if gpus is not None else None
+    devices = parse_gpus(gpus) if gpus is not None else None
+    stop = stop_event()
+    # On this host the slots are known now: their search processes warm up while the cluster starts.
+    spares = prestart(len(devices), stop) if devices is not None else []
+    cluster = None
     slots = None
     try:
+        cluster = open_cluster(devices) if devices is not None else None
         with Client(cluster if cluster is not None else scheduler, timeout="60s") as client:
-            pool = WorkerPool(client, commands.open_evaluator, eval_timeout=eval_timeout, stop=stop_event())
+            pool = WorkerPool(client, commands.open_evaluator, eval_timeout=eval_timeout, stop=stop)
             infos = {slot: pool.call(slot, worker_gpu, timeout=600) for slot in pool.slots()}
             names = sorted({info.name for info, _, _ in infos.values()})
             if len(names) != 1:
@@ -316,9 +323,9 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
                 on_rows([rows[s] for s in sorted(rows, key=grid_order.get)])
             retriever = Retriever(archive, gpu_sm_count=info.sm_count)
             slots = SlotProcesses(pool, shared, settings=st, gpu=gpu, sm_count=info.sm_count, archive_path=archive.path,
-                                  index_dir=retriever.store.dir)  # fmt: skip
+                                  index_dir=retriever.store.dir, spares=spares if order else None)  # fmt: skip
             if order:
-                slots.start(sorted(infos))  # they warm up meanwhile
+                slots.start(sorted(infos))  # those not started yet warm up meanwhile
             retriever.sync()  # up to date before the first search: each slot's process starts from a copy of it
 
             def search(slot: str, shape: Shape) -> dict[str, Any]:
@@ -341,6 +348,7 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
                 f"searched {len(order)} shapes in {time.monotonic() - started:.0f} s on {len(infos)} worker(s)"
             )
     finally:
+        end_spares(spares)  # where no slot took them
         if slots is not None:
             slots.close()
         if cluster is not None:

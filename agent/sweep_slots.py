@@ -1,7 +1,8 @@
 """Each slot's searches in a process of its own on the driver's host, so that the driver's Python work (proposals,
 the cost model, retrieval, the index, the Dask client) runs on as many cores as there are slots, not under one GIL.
 
-- `SlotProcess` (driver side) starts one child per slot (spawn) and hands it one shape at a time. While the child
+- `SlotProcess` (driver side) starts one child per slot (spawn), or takes one `prestart` started earlier (the
+  children warm up while the cluster starts), and hands it one shape at a time. While the child
   searches, the driver's thread for that slot commits the archive writes the child sends (`WRITES`) and answers
   each before the child goes on: the driver stays the archive's only writer, and a record is committed as soon
   as it exists, as in a search run in the driver itself.
@@ -33,6 +34,8 @@ from hgemm.core.errors import HgemmError
 from hgemm.core.shape import Shape
 
 WRITES = frozenset({"record", "unrank_search_rows", "start_run", "end_run", "add_llm_call"})
+# A search process's thread pools, set before torch loads: one core per slot.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 STOP_GRACE_S = 120.0  # how long a stopped slot waits for its child to end its search before ending the child
 
 
@@ -60,42 +63,64 @@ class SlotSpec:
     token: str  # the pool's token: the slot's worker keeps the evaluator it opened for it
     factory: bytes  # the workers' evaluator factory, cloudpickled (a test's stand-in lives in its __main__)
     eval_timeout: float
-    stop: Any  # the sweep's stop event (a multiprocessing Event)
     archive: str  # the archive's file
     index: str  # the driver's index folder, which seeds the child's copy
     sm_count: int
     gpu: str
     settings: Any  # agent.sweep.SearchSettings
-    driver_pid: int
 
 
 # ----- on the driver ----------------------------------------------------------------------------------
 
 
+def spawn(stop: Any, name: str = "hgemm-search") -> tuple[Any, Any]:
+    """A search process that warms up, then waits for its slot (`SlotSpec`): (the process, the driver's end of
+    its pipe). `stop` is the sweep's stop event: a multiprocessing Event reaches a child only as it starts."""
+    ctx = mp.get_context("spawn")
+    ours, theirs = ctx.Pipe()
+    proc = ctx.Process(target=slot_main, args=(theirs, stop, os.getpid()), name=name, daemon=True)
+    proc.start()
+    theirs.close()  # the child's end: closed here, so the child's death reads as the end of the pipe
+    return proc, ours
+
+
+def prestart(count: int, stop: Any) -> list[tuple[Any, Any]]:
+    """`count` search processes started now, before their slots are known: each warms up (imports, the
+    embedding model) while the driver starts the cluster. `SlotProcesses` hands them to its slots."""
+    return [spawn(stop) for _ in range(count)]
+
+
+def end_spares(spares: list[tuple[Any, Any]]) -> None:
+    """End started processes no slot took (they hold nothing yet)."""
+    while spares:
+        proc, conn = spares.pop()
+        proc.kill()
+        proc.join(5)
+        conn.close()
+
+
 class SlotProcess:
     """One slot's search process: started by `start` (a sweep starts every slot's at once) or on first use,
-    and again after it died."""
+    and again after it died; `spare`, a process `prestart` started, is its first."""
 
-    def __init__(self, spec: SlotSpec, archive: Any):
-        self.spec, self.archive = spec, archive  # the driver's archive; its calls must be thread-safe
-        self.proc: Any = None
-        self.conn: Any = None
+    def __init__(self, spec: SlotSpec, archive: Any, stop: Any, spare: tuple[Any, Any] | None = None):
+        self.spec, self.archive, self.stop = spec, archive, stop  # the driver's archive: thread-safe calls
+        self.proc, self.conn = spare if spare is not None else (None, None)
+        self.told = False  # whether the current child has its spec
 
     def start(self) -> None:
         if self.proc is not None and self.proc.is_alive():
             return
-        ctx = mp.get_context("spawn")
-        ours, theirs = ctx.Pipe()
-        self.proc = ctx.Process(target=slot_main, args=(self.spec, theirs), name=f"hgemm-search-{self.spec.slot}",
-                                daemon=True)  # fmt: skip
-        self.proc.start()
-        theirs.close()  # the child's end: closed here, so the child's death reads as the end of the pipe
-        self.conn = ours
+        self.proc, self.conn = spawn(self.stop, f"hgemm-search-{self.spec.slot}")
+        self.told = False
 
     def search(self, shape: Shape, prior: dict[str, Any] | None) -> dict[str, Any]:
         """The shape's report row, searched in the child; raises `SearchFailed`, `SlotBroken` or
         KeyboardInterrupt (the sweep stopped)."""
         self.start()
+        if not self.told:
+            self._send(("spec", self.spec))
+            self.told = True
         self._send(("search", tuple(shape), prior))
         while True:
             msg = self._receive()
@@ -135,7 +160,7 @@ class SlotProcess:
                 self._ended()
             if not self.proc.is_alive():
                 self._ended()
-            if self.spec.stop.is_set():  # a child that does not end its search in time is ended
+            if self.stop.is_set():  # a child that does not end its search in time is ended
                 stopped_at = stopped_at or time.monotonic()
                 if time.monotonic() - stopped_at > STOP_GRACE_S:
                     self.close()
@@ -146,7 +171,7 @@ class SlotProcess:
         proc, conn, self.proc, self.conn = self.proc, self.conn, None, None
         proc.join(5)
         conn.close()
-        if self.spec.stop.is_set():
+        if self.stop.is_set():
             raise KeyboardInterrupt
         raise SearchFailed(f"SearchProcessDied: the search process of {self.spec.slot} ended "
                            f"(exit code {proc.exitcode})")  # fmt: skip
@@ -172,25 +197,29 @@ class SlotProcess:
 
 
 class SlotProcesses:
-    """The sweep's slot processes by slot name; `search(slot, shape, prior)` runs on that slot's."""
+    """The sweep's slot processes by slot name; `search(slot, shape, prior)` runs on that slot's. `spares`:
+    processes `prestart` started with the pool's stop event, taken by the first slots (the rest end at
+    `close`)."""
 
     def __init__(self, pool: Any, archive: Any, *, settings: Any, gpu: str, sm_count: int, archive_path: Path,
-                 index_dir: Path):  # fmt: skip
+                 index_dir: Path, spares: list[tuple[Any, Any]] | None = None):  # fmt: skip
         import cloudpickle
 
-        self.archive = archive
+        self.archive, self.stop = archive, pool.stop
         self.base = dict(
             scheduler=pool.client.scheduler.address, token=pool.token, factory=cloudpickle.dumps(pool.factory),
-            eval_timeout=pool.eval_timeout, stop=pool.stop, archive=str(archive_path), index=str(index_dir),
-            sm_count=sm_count, gpu=gpu, settings=settings, driver_pid=os.getpid(),
+            eval_timeout=pool.eval_timeout, archive=str(archive_path), index=str(index_dir), sm_count=sm_count,
+            gpu=gpu, settings=settings,
         )  # fmt: skip
+        self.spares = spares if spares is not None else []
         self.slots: dict[str, SlotProcess] = {}
         self.lock = threading.Lock()
 
     def _slot(self, slot: str) -> SlotProcess:
         with self.lock:
             if slot not in self.slots:
-                self.slots[slot] = SlotProcess(SlotSpec(slot=slot, **self.base), self.archive)
+                spec, spare = SlotSpec(slot=slot, **self.base), self.spares.pop(0) if self.spares else None
+                self.slots[slot] = SlotProcess(spec, self.archive, self.stop, spare)
             return self.slots[slot]
 
     def start(self, slots: list[str]) -> None:
@@ -202,6 +231,7 @@ class SlotProcesses:
         return self._slot(slot).search(shape, prior)
 
     def close(self) -> None:
+        end_spares(self.spares)
         for proc in self.slots.values():
             proc.quit()
         for proc in self.slots.values():
@@ -262,13 +292,17 @@ def _watch_driver(pid: int) -> None:
     os._exit(1)  # the driver died (SIGKILL): nothing is left to commit what this search would find
 
 
-def slot_main(spec: SlotSpec, conn: Any) -> None:
-    """The child: warm up (imports, the embedding model) while the driver gets ready, set up on the first shape
-    (the driver's index is synced by then), then search each shape the driver sends until it says quit or goes
-    away."""
+def slot_main(conn: Any, stop: Any, driver_pid: int) -> None:
+    """The child: warm up (imports, the embedding model) while the driver gets ready, take its slot's spec, set
+    up on the first shape (the driver's index is synced by then), then search each shape the driver sends until
+    it says quit or goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    threading.Thread(target=_watch_driver, args=(spec.driver_pid,), daemon=True, name="hgemm-watch").start()
+    # One core per slot: a process started before the cluster has not inherited the thread limits Dask sets in
+    # the driver's environment, and one torch thread pool per core per slot would have them spin against each other.
+    os.environ.update(ONE_THREAD)
+    threading.Thread(target=_watch_driver, args=(driver_pid,), daemon=True, name="hgemm-watch").start()
+    spec: SlotSpec | None = None
     search = None
     try:
         _warm_up()
@@ -280,11 +314,14 @@ def slot_main(spec: SlotSpec, conn: Any) -> None:
             msg = conn.recv()
         except (EOFError, OSError):
             return
-        if msg[0] != "search":
+        if msg[0] == "spec":
+            spec = msg[1]
+            continue
+        if msg[0] != "search" or spec is None:
             return
         if search is None:
             try:
-                search = _setup(spec, conn)
+                search = _setup(spec, stop, conn)
             except BaseException:
                 conn.send(("broken", traceback.format_exc()))
                 return
@@ -311,7 +348,7 @@ def _warm_up() -> None:
     load_model()  # the slow part of a start where the index embeds texts (None without a model)
 
 
-def _setup(spec: SlotSpec, conn: Any) -> Any:
+def _setup(spec: SlotSpec, stop: Any, conn: Any) -> Any:
     import cloudpickle
     from distributed import Client
     from hgemm.agent.sweep import search_shape
@@ -322,7 +359,7 @@ def _setup(spec: SlotSpec, conn: Any) -> Any:
 
     quiet()
     client = Client(spec.scheduler, timeout="60s", set_as_default=False)
-    pool = WorkerPool(client, cloudpickle.loads(spec.factory), eval_timeout=spec.eval_timeout, stop=spec.stop,
+    pool = WorkerPool(client, cloudpickle.loads(spec.factory), eval_timeout=spec.eval_timeout, stop=stop,
                       token=spec.token)  # fmt: skip
     evaluator = RemoteEvaluator(pool, spec.slot)
     archive = ForwardedArchive(Archive(Path(spec.archive), readonly=True), conn)

@@ -99,3 +99,25 @@ def test_the_sweeps_stop_ends_a_search_at_its_next_evaluation(slots):
         "SELECT status FROM runs WHERE json_extract(config, '$.M') = 512 AND command = 'sweep'"
     )
     assert run["status"] == "interrupted"  # the child ended its run through the driver
+
+
+def test_a_prestarted_process_searches_for_the_first_slot_and_one_no_slot_takes_ends_at_close(slots):
+    from pathlib import Path
+
+    from hgemm.agent.sweep_slots import SlotProcesses, prestart
+
+    procs, archive, pool = slots
+    spares = prestart(2, pool.stop)  # started before the slots are known, as `hgemm sweep --gpus` does
+    started = {proc.pid for proc, _ in spares}
+    mine = SlotProcesses(pool, procs.archive, settings=procs.base["settings"], gpu=procs.base["gpu"],
+                         sm_count=procs.base["sm_count"], archive_path=archive.path,
+                         index_dir=Path(procs.base["index"]), spares=spares)  # fmt: skip
+    try:
+        row = mine.search("gpu0", Shape(128, 128, 128), None)
+        searcher = mine.slots["gpu0"].proc
+        assert row["status"] == "optimized" and searcher.pid in started
+        ((unused, _),) = mine.spares
+        assert unused.pid in started - {searcher.pid} and unused.is_alive()
+    finally:
+        mine.close()
+    assert not mine.spares and not unused.is_alive() and not searcher.is_alive()
