@@ -162,6 +162,7 @@ class EvalRecord:
     modes: dict[str, ModeResult] = field(default_factory=dict)
     ncu: dict[str, Any] | None = None
     eval_seconds: float | None = None  # GPU-worker wall time for this record
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (evaluator/phases.py)
     created: str = field(default_factory=utc_now)
 
     @property
@@ -185,7 +186,11 @@ class EvalRecord:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field; `phases` only when recorded, so a record from before it serialises as it did."""
+        d = dataclasses.asdict(self)
+        if not d["phases"]:
+            del d["phases"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalRecord:
