@@ -1,10 +1,32 @@
-"""What an evaluation no longer pays for, where no GPU is needed to show it: cache hits alone do not scan the
-compile cache."""
+"""What an evaluation no longer pays for, where no GPU is needed to show it: all guard bands are compared at
+once, and cache hits alone do not scan the compile cache."""
 
 from __future__ import annotations
 
+import torch
 from hgemm.evaluator import compile as compile_mod
+from hgemm.evaluator.arena import band_index, first_changed
 from hgemm.evaluator.compile import CompileResult
+
+
+def test_all_guard_bands_are_compared_at_once_as_one_by_one():
+    gen = torch.Generator().manual_seed(5)
+    width = 16
+    data = torch.randint(0, 256, (4096,), dtype=torch.uint8, generator=gen)
+    starts = torch.tensor([7, 100, 1000, 1016, 3000])
+    index = band_index(starts, width)
+    saved = data[index].clone()
+    assert first_changed(data, index, saved, width) is None
+    for band, offset in [(3, 0), (0, 15), (4, 7), (2, 15)]:
+        broken = data.clone()
+        broken[int(starts[band]) + offset] ^= 1
+        one_by_one = next(i for i, s in enumerate(starts.tolist())
+                          if not torch.equal(broken[s : s + width], saved[i * width : (i + 1) * width]))  # fmt: skip
+        assert first_changed(broken, index, saved, width) == band == one_by_one
+    broken = data.clone()
+    broken[3001] ^= 0xFF  # two bands changed: the earlier is named
+    broken[1010] ^= 0xFF
+    assert first_changed(broken, index, saved, width) == 2
 
 
 def test_cache_hits_alone_do_not_scan_the_compile_cache(monkeypatch):
