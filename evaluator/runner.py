@@ -86,14 +86,18 @@ def refresh(shim: Shim, buf: Buffers, M: int, K: int, slots: int, seed: int, str
     shim.fill(buf["A"], slots * M * K, derive(seed, 1), 1.0, stream)
 
 
-def witness(rt: Runtime, shim: Shim, buf: Buffers, M: int, N: int, slot: int, index: int, seed: int,
-            stream: int) -> None:
-    """Row sums of C{slot} against the vector of `seed`, into witness row block `index` (its count of
-    unwritten or non-finite elements starts from zero)."""
-    rows = index * M
-    rt.memset_async(buf["wbad"] + 8 * index, 0, 8, stream)
-    shim.witness(buf[f"C{slot}"], M, N, derive(seed, 3), buf["wy"] + 8 * rows, buf["wy2"] + 8 * rows,
-                 buf["wbad"] + 8 * index, stream)
+def witnesses(rt: Runtime, shim: Shim, buf: Buffers, M: int, N: int, slots: int, sample: int, seed: int,
+              stream: int) -> None:
+    """Row sums of C0..C{slots-1} against the vector of `seed`, into witness row blocks sample * slots + slot
+    (their counts of unwritten or non-finite elements start from zero, cleared by one memset)."""
+    first = sample * slots
+    rt.memset_async(buf["wbad"] + 8 * first, 0, 8 * slots, stream)
+    x_seed = derive(seed, 3)
+    for slot in range(slots):
+        index = first + slot
+        rows = index * M
+        shim.witness(buf[f"C{slot}"], M, N, x_seed, buf["wy"] + 8 * rows, buf["wy2"] + 8 * rows,
+                     buf["wbad"] + 8 * index, stream)
 
 
 class StreamDevice:
@@ -245,8 +249,7 @@ class Session:
             refresh(self.shim, self.buf, M, K, slots, seed, self.stream)
 
         def on_after(_name: str, index: int, seed: int) -> None:
-            for slot in range(slots):
-                witness(self.rt, self.shim, self.buf, M, N, slot, index * slots + slot, seed, self.stream)
+            witnesses(self.rt, self.shim, self.buf, M, N, slots, index, seed, self.stream)
 
         dev = StreamDevice(self.rt, self.stream, self.shim, {name: lambda: self.rt.graph_launch(exe, self.stream)},
                            self.flush_ptr, self.flush_bytes, on_refresh, on_after)

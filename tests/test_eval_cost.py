@@ -1,5 +1,5 @@
-"""What an evaluation no longer pays for, where no GPU is needed to show it: all guard bands are compared at
-once, and cache hits alone do not scan the compile cache."""
+"""What an evaluation no longer pays for, where no GPU is needed to show it: one memset clears a sample's
+witness counters, all guard bands are compared at once, and cache hits alone do not scan the compile cache."""
 
 from __future__ import annotations
 
@@ -7,6 +7,31 @@ import torch
 from hgemm.evaluator import compile as compile_mod
 from hgemm.evaluator.arena import band_index, first_changed
 from hgemm.evaluator.compile import CompileResult
+from hgemm.evaluator.runner import Buffers, derive, witnesses
+
+
+class Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def memset_async(self, ptr, value, nbytes, stream):
+        self.calls.append(("memset", ptr, nbytes))
+
+    def witness(self, c, rows, cols, seed, y, y2, bad, stream):
+        self.calls.append(("witness", c, seed, y, y2, bad))
+
+
+def test_one_memset_clears_a_samples_witness_counters():
+    layout = {"wbad": [0, 8 * 40 * 3], "wy": [10_000, 0], "wy2": [20_000, 0],
+              **{f"C{i}": [30_000 + 1000 * i, 0] for i in range(3)}}  # fmt: skip
+    buf, rec = Buffers(1 << 20, layout), Recorder()
+    witnesses(rec, rec, buf, 8, 8, 3, 5, 77, 0)
+    assert rec.calls[0] == ("memset", buf["wbad"] + 8 * 15, 24)
+    launches = rec.calls[1:]
+    assert [c[1] for c in launches] == [buf["C0"], buf["C1"], buf["C2"]]
+    assert {c[2] for c in launches} == {derive(77, 3)}
+    assert [c[5] for c in launches] == [buf["wbad"] + 8 * i for i in (15, 16, 17)]
+    assert [c[3] for c in launches] == [buf["wy"] + 8 * 8 * i for i in (15, 16, 17)]
 
 
 def test_all_guard_bands_are_compared_at_once_as_one_by_one():
