@@ -6,6 +6,7 @@ compute-sanitizer runs go in their own processes; one EvalRecord per source come
 
 - A candidate that hangs or crashes costs one worker, never the caller: the worker is replaced and
   re-prepared for the shape, and the remaining candidates go on.
+- Every record says where its time went (`phases`, seconds per phase; see evaluator/phases.py).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class LocalEvaluator:
             records.append(rec)
             rec.compiled = comp.ok
             rec.resources = _resources(comp)
+            rec.phases["compile"] = round(comp.seconds, 4)
             if not comp.ok:
                 rec.fail(comp.failure_kind or "compile_error", comp.message or comp.log)
                 continue
@@ -73,9 +75,13 @@ class LocalEvaluator:
                 from hgemm.evaluator import profile
 
                 if ncu:
+                    t = time.perf_counter()
                     rec.ncu = profile.ncu_metrics(comp.lib_path, M, N, K)
+                    rec.phases["ncu"] = round(time.perf_counter() - t, 4)
                 if sanitize:
+                    t = time.perf_counter()
                     problem = profile.sanitize(comp.lib_path, M, N, K)
+                    rec.phases["sanitize"] = round(time.perf_counter() - t, 4)
                     if problem:
                         rec.fail("sanitizer", problem)
             rec.eval_seconds = time.perf_counter() - started
@@ -85,9 +91,10 @@ class LocalEvaluator:
         return records
 
     # -- steps ----------------------------------------------------------------------------------
-    def _prepare(self, M: int, N: int, K: int) -> None:
+    def _prepare(self, M: int, N: int, K: int) -> bool:
+        """Make the worker ready for the shape; whether that took any work."""
         if self._shape == (M, N, K) and self.worker.alive:
-            return
+            return False
         if self._empty_lib is None:
             self._empty_lib = _compile_shim("empty.cu")
             self._runner_shim = _compile_shim("runner.cu", trusted=True)
@@ -96,14 +103,18 @@ class LocalEvaluator:
         self._info = GpuInfo(**reply["gpu"])
         self.prepared = reply
         self._shape = (M, N, K)
+        return True
 
     def _evaluate_one(self, rec: EvalRecord, lib: str, M: int, N: int, K: int, stage: str, modes) -> None:
         from hgemm.evaluator.gpu_facts import floor_us
 
         cid = rec.kernel_hash
         try:
-            self._prepare(M, N, K)
+            t = time.perf_counter()
+            if self._prepare(M, N, K):
+                rec.phases["prepare"] = round(time.perf_counter() - t, 4)
             result = self.worker.request("check", 60.0 + 8 * _check_timeout(M, N, K), cid=cid, lib=lib, stage=stage)
+            rec.phases.update(result.get("phases") or {})
             rec.max_rel_err = result.get("max_rel_err")
             rec.ref_rel_err = result.get("ref_rel_err")
             if result["failure"]:
@@ -111,7 +122,10 @@ class LocalEvaluator:
                 return
             rec.correct = True
             times = self.worker.request("time", 300.0 + 4 * _check_timeout(M, N, K), cid=cid, modes=list(modes), stage=stage)
+            rec.phases.update(times.pop("phases", None) or {})  # the check's phases again, and the timing's
+            t = time.perf_counter()
             self.worker.request("forget", 10.0, cid=cid)
+            rec.phases["teardown"] = round(time.perf_counter() - t, 4)
             if times.get("failure"):  # a timed launch did not do its work, or the runner died
                 rec.correct = False
                 rec.fail(*times["failure"])

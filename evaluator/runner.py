@@ -7,6 +7,8 @@
   check of the candidate's output is made by the judge, in another process, on memory the judge owns.
 - It imports neither torch nor the judge; requests and replies are JSON lines on their own pipes (the
   candidate's output on stdout or stderr cannot reach them).
+- It boots (sandbox, interpreter, imports, the CUDA libraries loaded) without touching the GPU, then waits
+  for `init` before it creates its CUDA context: the judge sends that only while nothing is timed.
 - The inputs of every timed sample come from a seed (`refresh`), so the judge can regenerate them, and
   after every timed sample `witness` reduces each output against a vector drawn from that seed.
 """
@@ -21,6 +23,7 @@ import os
 import random
 import struct
 import sys
+import time
 
 from hgemm.evaluator import timing
 from hgemm.evaluator.cudart import CudaError, Runtime
@@ -159,8 +162,8 @@ class StreamDevice:
 class Session:
     """What a runner holds: the runtime, the judge's buffers, the shim, and the one candidate."""
 
-    def __init__(self) -> None:
-        self.rt = Runtime()
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
         self.rt.init()
         self.lib = None
         self.graphs: dict[str, tuple[int, int]] = {}  # name -> (graph exec, launches)
@@ -269,14 +272,26 @@ OPS = ("open", "call", "call_after_writer", "capture", "replay", "time")
 
 
 def serve(requests, replies) -> None:
-    """Initialise the runtime (a spare runner waits here, ready), then answer requests until `quit`."""
+    """Boot: load the CUDA libraries, touching no device. Then, on `init`, initialise the runtime (a spare
+    runner waits there, ready) and answer requests until `quit`."""
     try:
-        session = Session()
+        rt = Runtime.preloaded()
+    except OSError as e:
+        replies.write(json.dumps({"ready": False, "error": str(e)[:300]}) + "\n")
+        replies.flush()
+        return
+    booted = time.monotonic()
+    if json.loads(requests.readline() or "{}").get("op") != "init":
+        return
+    started = time.perf_counter()
+    try:
+        session = Session(rt)
     except (CudaError, OSError) as e:
         replies.write(json.dumps({"ready": False, "error": str(e)[:300]}) + "\n")
         replies.flush()
         return
-    replies.write(json.dumps({"ready": True}) + "\n")
+    ready = {"ready": True, "booted": booted, "cuda_s": time.perf_counter() - started}
+    replies.write(json.dumps(ready) + "\n")
     replies.flush()
     for line in requests:
         msg = json.loads(line)
@@ -293,7 +308,7 @@ def serve(requests, replies) -> None:
         replies.flush()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, required=True)
     parser.add_argument("--replies", type=int, required=True)
@@ -303,8 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)  # the candidate's prints (host or device), and ours, go to the log only
     sys.stdout = sys.stderr
     serve(requests, replies)
-    return 0
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown, no exit-time code of the candidate's: the judge waits for this
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
