@@ -169,6 +169,12 @@ class Judge:
                 still.append(runner)
         self.retiring = still
 
+    def close(self) -> None:
+        """End every runner this judge started (spares included) and remove their private folders."""
+        for runner in [*self.runners.values(), *self.spares, *self.retiring]:
+            runner.kill()
+        self.runners, self.spares, self.retiring = {}, [], []
+
     def _quiet(self, ph: Phases) -> None:
         """Before timing: no runner's CUDA context is coming down, nor the next one's coming up (a spare
         that only boots is left booting: it touches no device)."""

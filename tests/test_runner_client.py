@@ -134,8 +134,9 @@ def test_spares_boot_ahead_and_initialise_only_between_timings(hgemm_home):
         j._quiet(ph)
         assert j.retiring == [] and first.proc.poll() is not None and third.ready
     finally:
-        for r in j.spares + j.retiring + list(j.runners.values()):
-            r.kill()
+        started = j.spares + j.retiring + list(j.runners.values())
+        j.close()
+    assert all(r.proc.poll() is not None and not r.folder.exists() for r in started) and j.spares == []
 
 
 def test_a_runner_that_ignores_quit_is_killed_before_timing(hgemm_home, monkeypatch):
