@@ -10,7 +10,7 @@
 - It boots (sandbox, interpreter, imports, the CUDA libraries loaded) without touching the GPU, then waits
   for `init` before it creates its CUDA context: the judge sends that only while nothing is timed.
 - The inputs of every timed sample come from a seed (`refresh`), so the judge can regenerate them, and
-  after every timed sample `witness` reduces each output against a vector drawn from that seed.
+  after every timed sample `witnesses` reduces each output against a vector drawn from that seed.
 """
 
 from __future__ import annotations
