@@ -11,8 +11,8 @@ Usage: python -m hgemm.bench.eval_cost [--out bench/results] [--families mma_ms,
   and of every phase in `EvalRecord.phases` (see evaluator/phases.py; a phase a record lacks counts as 0);
   "other" is worker time in no phase, "outside" the call's time neither in the worker nor in the compile.
 - `--gap S` idles S seconds between calls, as a search does while its model proposes (0: back to back, the
-  worst case for runners started ahead). No call starts after `--max-seconds` of evaluating; the report
-  says how many ran.
+  worst case for runners started ahead). No call starts once the run has lasted `--max-seconds`, compiles
+  included; the report says how many calls ran.
 - Writes eval-cost-<gpu>-<date>.json (every call) and .md to --out, with GPU name, driver and date; prints
   the table. Needs a GPU and nvcc, no network.
 """
@@ -112,9 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--stages", default="quick,full")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gap", type=float, default=0.0, help="seconds idle between calls")
-    ap.add_argument(
-        "--max-seconds", type=float, default=200.0, help="start no call after this long evaluating"
-    )
+    ap.add_argument("--max-seconds", type=float, default=200.0, help="start no call after this long")
     args = ap.parse_args(argv)
     families = args.families.split(",")
     shapes = [Shape.of(s) for s in args.shapes.split(",")]
@@ -122,14 +120,13 @@ def main(argv: list[str] | None = None) -> None:
     sources = {
         (f, str(s)): get_family(f).render(get_family(f).default_params(*s)) for s in shapes for f in families
     }
-    t0 = time.perf_counter()
+    started = time.perf_counter()
     built = dict(zip(sources, compile_sources(list(sources.values()))))
-    print(f"compiled {len(built)} sources in {time.perf_counter() - t0:.1f} s", flush=True)
+    print(f"compiled {len(built)} sources in {time.perf_counter() - started:.1f} s", flush=True)
     cold = {f: [c for (fam, _), c in built.items() if fam == f and c.ok and not c.cached] for f in families}
     rows: list[dict] = []
     first_calls: list[dict] = []
     planned = len(shapes) * len(stages) * args.repeats * len(families)
-    started = time.perf_counter()
     with LocalEvaluator() as ev:
         for shape in shapes:
             if time.perf_counter() - started > args.max_seconds:
