@@ -72,7 +72,8 @@ def report(doc: dict) -> str:
     lines = [head, "", doc["how"], "",
              f"Calls: {doc['calls']} evaluated of {doc['planned']} planned"
              + (" (stopped at the time limit)" if doc["calls"] < doc["planned"] else "")
-             + f", {doc['failed']} not accepted; gap between calls {doc['gap_s']:g} s.", "",
+             + f", {doc['failed']} not accepted (left out of the medians); gap between calls {doc['gap_s']:g} s.",
+             *(f"- not accepted: {line}" for line in doc["not_accepted"]), "",
              "## Per call, median seconds", "",
              "| | " + " | ".join(stages) + " |", "|---|" + "---:|" * len(stages)]  # fmt: skip
     present = {k for s in stages for k in doc["summary"][s]} - {"wall", "eval_seconds", "other", "outside"}
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
                                            if (sel := [r for r in done if r["stage"] == st])), flush=True)  # fmt: skip
         info = ev.gpu_info()
     today = date.today().isoformat()
+    good = [r for r in rows if r["ok"]]  # medians are of accepted calls: a refusal stops early
     doc = {
         "gpu": info.name, "driver": info.driver, "cc": info.cc, "date": today,
         "how": f"The default kernel of {', '.join(families)} on {len(shapes)} shapes, `python -m hgemm.bench.eval_cost`: "
@@ -160,10 +162,11 @@ def main(argv: list[str] | None = None) -> None:
                "(one source, compiled before), back to back unless a gap is given. Seconds are medians per call.",
         "stages": stages, "gap_s": args.gap, "repeats": args.repeats, "planned": planned, "calls": len(rows),
         "failed": sum(not r["ok"] for r in rows),
-        "summary": {st: medians(sel) for st in stages if (sel := [r for r in rows if r["stage"] == st])},
+        "not_accepted": sorted({f"{r['family']} {r['shape']} {r['stage']}: {r['failure_kind']}" for r in rows if not r["ok"]}),
+        "summary": {st: medians(sel) for st in stages if (sel := [r for r in good if r["stage"] == st])},
         "shapes": {str(s): {st: medians(sel) for st in stages
-                            if (sel := [r for r in rows if r["shape"] == str(s) and r["stage"] == st])}
-                   for s in shapes if any(r["shape"] == str(s) for r in rows)},
+                            if (sel := [r for r in good if r["shape"] == str(s) and r["stage"] == st])}
+                   for s in shapes if any(r["shape"] == str(s) for r in good)},
         "first_calls": first_calls,
         "cold_compile": {f: {"seconds": statistics.median(c.seconds for c in cs),
                              "nvcc_seconds": statistics.median(c.compile_seconds or 0.0 for c in cs), "sources": len(cs)}

@@ -30,6 +30,10 @@ class PhasedEvaluator:
                        smem_per_block_optin=232448)  # fmt: skip
 
     def evaluate(self, sources, shape, *, stage, modes):
+        if "family small" in sources[0] and tuple(shape) == (256, 4096, 1024) and stage == "full":
+            return [
+                EvalRecord("e" * 16, *shape, stage=stage, eval_seconds=0.01).fail("unsupported_shape", "no")
+            ]
         rec = EvalRecord("e" * 16, *shape, stage=stage, correct=True, eval_seconds=0.5)
         rec.phases = {"compile": 0.01, **TIME_PHASES, "teardown": 0.001}
         if tuple(shape) not in self.shapes:
@@ -49,7 +53,8 @@ def test_the_cost_benchmark_reports_medians_per_stage_and_shape(tmp_path, monkey
     (md,) = tmp_path.glob("eval-cost-H100-*.md")
     doc = json.loads(md.with_suffix(".json").read_text())
     assert doc["gpu"] == "NVIDIA H100 80GB HBM3" and doc["driver"] == "580.1" and doc["date"] in md.name
-    assert doc["calls"] == doc["planned"] == 2 * 2 * 2 * 2 and doc["failed"] == 0
+    assert doc["calls"] == doc["planned"] == 2 * 2 * 2 * 2 and doc["failed"] == 2
+    assert doc["not_accepted"] == ["small 256x4096x1024 full: unsupported_shape"]  # left out of the medians
     full = doc["summary"]["full"]
     assert full["eval_seconds"] == 0.5 and full["spare_wait"] == 0.05 and "prepare" not in full
     assert full["other"] == max(0.0, 0.5 - sum(v for k, v in TIME_PHASES.items() if k not in OUTSIDE) - 0.001)
@@ -57,4 +62,5 @@ def test_the_cost_benchmark_reports_medians_per_stage_and_shape(tmp_path, monkey
     assert doc["cold_compile"]["small"] == {"seconds": 3.0, "nvcc_seconds": 2.5, "sources": 2}
     text = md.read_text()
     assert "| **GPU worker** | 0.5000 | 0.5000 |" in text and "| 256x4096x1024 |" in text
+    assert "- not accepted: small 256x4096x1024 full: unsupported_shape" in text
     assert text.index("runner_wait") < text.index("time_baselines") < text.index("worker, in no phase")
