@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     report.update(
         gpu={"name": gpu.name, "driver": gpu.driver, "cc": gpu.cc, "sm_count": gpu.sm_count},
         date=dt.date.today().isoformat(), model=model, model_note=note,
-        command="python -m hgemm.bench.llm_turns " + " ".join(argv if argv is not None else sys.argv[1:]),
+        command="python -m hgemm.bench.llm_turns "
+        + " ".join(Path(a).name if Path(a).is_absolute() else a for a in (argv if argv is not None else sys.argv[1:])),
     )  # fmt: skip
     for kind, path in write_report(args.out, report).items():
         print(f"wrote {kind}: {path}")
