@@ -172,7 +172,11 @@ def write_report(out: Path, report: dict[str, Any]) -> dict[str, Path]:
                      f"{_x(r['best_speedup_so_far'])} |")  # fmt: skip
     lines += [
         "",
-        f"Speedups are offline medians over the best cuBLAS baseline. Command: `{report['command']}`",
+        "Speedups are offline medians over the best cuBLAS baseline. Per request and per turn: the best record of"
+        " the kernels it produced, of either stage (a quick-stage time has fewer samples, and a kernel the budget"
+        " did not promote has only that); per shape: the search's winner at the full stage.",
+        "",
+        f"Command: `{report['command']}`",
         "",
     ]
     paths["md"].write_text("\n".join(lines))

@@ -28,8 +28,9 @@ NCU_METRICS = {
     "shared_mem_per_block": "launch__shared_mem_per_block",
 }
 # stall reasons: warps stalled for that reason per issued instruction (the WarpStateStats section's figures)
-STALL_REASONS = ("long_scoreboard", "barrier", "mio_throttle", "short_scoreboard", "wait", "math_pipe_throttle",
-                 "lg_throttle", "membar", "sleeping", "dispatch_stall", "not_selected")  # fmt: skip
+STALL_REASONS = ("long_scoreboard", "barrier", "gmma", "mio_throttle", "short_scoreboard", "wait", "math_pipe_throttle",
+                 "lg_throttle", "membar", "sleeping", "dispatch_stall", "no_instruction", "branch_resolving",
+                 "not_selected")  # fmt: skip
 NCU_METRICS.update(
     {f"stall_{r}": f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS}
 )
