@@ -201,9 +201,9 @@ class TemplateProposer:
                 seeds.append(_Option(fam, dict(params), [parent] if parent else [], "retrieved", nearness=i))
         for name, fam in sorted(self.families.items()):
             try:
-                params = fam.default_params(ctx.M, ctx.N, ctx.K, ctx.gpu)
+                params = fam.default_params(ctx.shape, ctx.gpu)
             except TypeError:  # a family whose default ignores the GPU
-                params = fam.default_params(ctx.M, ctx.N, ctx.K)
+                params = fam.default_params(ctx.shape)
             if params:
                 seeds.append(_Option(name, dict(params), [], "default"))
         return seeds
@@ -426,7 +426,7 @@ class TemplateProposer:
         fam = self.families.get(family)
         if fam is None or not _in_space(fam.space, params):
             return None
-        if fam.check(params, ctx.M, ctx.N, ctx.K, ctx.gpu) is not None:
+        if fam.check(params, ctx.shape, ctx.gpu) is not None:
             return None
         raw = self.model(fam, params, ctx.M, ctx.N, ctx.K, ctx.gpu)
         if not math.isfinite(raw) or raw <= 0:

@@ -209,9 +209,9 @@ def test_model_rank_correlation_is_spearman():
 
     fam = FAMILIES["mma_ms"]
     configs = [
-        dict(fam.default_params(*shape, gpu), BM=bm, BN=bn) for bm in (32, 64, 128) for bn in (64, 128)
+        dict(fam.default_params(Shape(*shape), gpu), BM=bm, BN=bn) for bm in (32, 64, 128) for bn in (64, 128)
     ]
-    configs = [p for p in configs if fam.check(p, *shape, gpu) is None]
+    configs = [p for p in configs if fam.check(p, Shape(*shape), gpu) is None]
     results = []
     for p in configs:
         c = Candidate(source=fam.render(p), proposer="template", family="mma_ms", params=p)

@@ -35,18 +35,18 @@ class Timed(Family):
 
     inner: Family | None = None
 
-    def check(self, params, M, N, K, gpu=None):
-        return Family.check(self, params, M, N, K, gpu) or self.inner.check(params, M, N, K, gpu)
+    def check(self, params, shape, gpu=None):
+        return Family.check(self, params, shape, gpu) or self.inner.check(params, shape, gpu)
 
-    def default_params(self, M, N, K, gpu=None):
-        return self.inner.default_params(M, N, K, gpu)
+    def default_params(self, shape, gpu=None):
+        return self.inner.default_params(shape, gpu)
 
-    def truth(self, params, M, N, K) -> float:
-        return predict_us(self.inner, params, M, N, K, GPU) * hidden_factor(self.name, params)
+    def truth(self, params, shape) -> float:
+        return predict_us(self.inner, params, *shape, GPU) * hidden_factor(self.name, params)
 
     def render(self, params):
         # The stand-in multiplies its base time by this factor; the kernel text is the real family's.
-        return f"// STANDIN_SPEED {self.truth(params, *self.shape) / 100.0:.6f}\n" + self.inner.render(params)
+        return f"// STANDIN_SPEED {self.truth(params, self.shape) / 100.0:.6f}\n" + self.inner.render(params)
 
 
 def timed(name: str, shape, **space_override) -> Timed:
@@ -91,7 +91,7 @@ def test_first_batch_is_valid_distinct_and_covers_every_family():
     for c in cands:
         fam = FAMILIES[c.family]
         assert c.proposer == "template"
-        assert fam.check(c.params, M, N, K, GPU) is None
+        assert fam.check(c.params, Shape(M, N, K), GPU) is None
         assert c.source == fam.render(c.params)
         assert "hgemm_run" in c.source
 
@@ -151,10 +151,11 @@ def one_step_moves(family: str, params: dict) -> list[dict]:
 def test_a_move_that_frees_shared_memory_also_comes_with_the_deeper_ring():
     # 128x256 with the whole C tile staged fits 3 stages; staging C in two 64-column panels frees
     # room for a 4th. One move must reach the 4-deep panel kernel (H100: 12288x256x16384 191 -> 181 us).
-    p = TemplateProposer({"wgmma": FAMILIES["wgmma"]}, seed=0)
-    whole = FAMILIES["wgmma"].repair({**FAMILIES["wgmma"].default_params(12288, 256, 16384), "epi_panels": 0})
+    wgmma = FAMILIES["wgmma"]
+    p = TemplateProposer({"wgmma": wgmma}, seed=0)
+    whole = wgmma.repair({**wgmma.default_params(Shape(12288, 256, 16384)), "epi_panels": 0})
     assert whole["stages"] == 3
-    moves = [FAMILIES["wgmma"].repair(m) for m in p._neighbours("wgmma", whole)]
+    moves = [wgmma.repair(m) for m in p._neighbours("wgmma", whole)]
     assert {**whole, "epi_panels": 2, "stages": 4} in moves
     assert {**whole, "epi_panels": 2} in moves  # the plain move stays
 
@@ -170,7 +171,7 @@ def test_neighbour_moves_are_repaired_into_valid_configurations():
     assert any(c.params["split_dsmem"] for c in wgmma)
     assert any(c.params["split_k"] == 1 for c in wgmma)
     for c in wgmma:
-        assert FAMILIES["wgmma"].check(c.params, *shape, GPU) is None
+        assert FAMILIES["wgmma"].check(c.params, Shape(*shape), GPU) is None
         assert c.params == FAMILIES["wgmma"].repair(c.params)
 
 
@@ -201,7 +202,7 @@ def test_check_rejections_are_never_proposed():
     proposed, _ = drive(p, StandinEvaluator(), *shape, rounds=6)
     assert len(proposed) >= 40
     for c in proposed:
-        assert FAMILIES[c.family].check(c.params, *shape, GPU) is None
+        assert FAMILIES[c.family].check(c.params, Shape(*shape), GPU) is None
 
 
 def test_converges_near_the_hidden_optimum():
@@ -214,8 +215,8 @@ def test_converges_near_the_hidden_optimum():
     valid = []
     for values in itertools.product(*(fam.space[n] for n in names)):
         params = dict(zip(names, values))
-        if fam.check(params, *shape, GPU) is None:
-            valid.append(fam.truth(params, *shape))
+        if fam.check(params, Shape(*shape), GPU) is None:
+            valid.append(fam.truth(params, shape))
     optimum = min(valid)
     # random search with the same budget, averaged over draws
     random_best = sum(min(random.Random(i).sample(valid, 96)) for i in range(20)) / 20
@@ -225,7 +226,7 @@ def test_converges_near_the_hidden_optimum():
         p = TemplateProposer({"mma_ms": fam}, seed=seed)
         proposed, results = drive(p, StandinEvaluator(), *shape, rounds=12)
         assert len(proposed) <= 96 < len(valid) / 10  # searched well under a tenth of the space
-        found.append(min(fam.truth(c.params, *shape) for c, r in results if r.ok))
+        found.append(min(fam.truth(c.params, shape) for c, r in results if r.ok))
     assert max(found) <= optimum * 1.15
     assert sum(found) / len(found) <= optimum * 1.10
     assert sum(found) / len(found) < random_best
@@ -475,7 +476,7 @@ def test_on_large_shapes_the_first_batch_skips_families_the_model_gives_no_chanc
     best = min(times.values())
     usable = {name for name, f in FAMILIES.items() if f.min_cc <= float(GPU.cc)}
     far = {name for name in usable
-           if predict_us(FAMILIES[name], FAMILIES[name].default_params(*shape, GPU), *shape, GPU) > FAMILY_REACH * best}
+           if predict_us(FAMILIES[name], FAMILIES[name].default_params(Shape(*shape), GPU), *shape, GPU) > FAMILY_REACH * best}
     assert far, "some family should be hopeless on 8192^3"
     head = [c.family for c in cands[:4]]
     assert not far & set(head)
