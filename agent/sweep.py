@@ -234,7 +234,7 @@ def searched_row(M: int, N: int, K: int, gpu: str, result: Any, prior: dict[str,
     if prior is not None and not sanitize and row_score(prior, objective) > row_score(row, objective):
         # What this search spent is still what the row reports.
         row = {**prior, "status": "kept", "evals": row["evals"], "gpu_seconds": row["gpu_seconds"]}
-    row["model_spearman"] = model_rank_correlation(result.results, M, N, K, gpu_info)
+    row["model_spearman"] = model_rank_correlation(result.results, Shape(M, N, K), gpu_info)
     row["stop_reason"] = result.stop_reason
     if row.get("status") != "kept":
         conf = getattr(result, "confirmation", None)
@@ -270,9 +270,7 @@ def _line(row: dict[str, Any]) -> str:
     return f"{row['M']}x{row['N']}x{row['K']} {row['status']} {row.get('family') or '-'} {speed}"
 
 
-def model_rank_correlation(
-    results: list[tuple[Any, EvalRecord]], M: int, N: int, K: int, gpu: Any
-) -> float | None:
+def model_rank_correlation(results: list[tuple[Any, EvalRecord]], shape: Shape, gpu: Any) -> float | None:
     """Spearman correlation between the analytic model and measured quick-stage offline times of the
     template candidates of one shape (None with fewer than 4): how far the pre-ranking can be trusted."""
     from hgemm.agent.model import predict_us, spearman
@@ -282,7 +280,7 @@ def model_rank_correlation(
     for cand, rec in results:
         t = rec.median_us("offline") if rec.ok and rec.stage == "quick" else None
         if t is not None and cand.family in FAMILIES and cand.params is not None:
-            pairs.append((predict_us(FAMILIES[cand.family], cand.params, M, N, K, gpu), t))
+            pairs.append((predict_us(FAMILIES[cand.family], cand.params, shape, gpu), t))
     if len(pairs) < 4:
         return None
 

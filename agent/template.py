@@ -428,7 +428,7 @@ class TemplateProposer:
             return None
         if fam.check(params, ctx.shape, ctx.gpu) is not None:
             return None
-        raw = self.model(fam, params, ctx.M, ctx.N, ctx.K, ctx.gpu)
+        raw = self.model(fam, params, ctx.shape, ctx.gpu)
         if not math.isfinite(raw) or raw <= 0:
             return None
         self.predicted[key] = raw

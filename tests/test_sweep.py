@@ -204,25 +204,23 @@ def test_model_rank_correlation_is_spearman():
     from hgemm.evaluator.kernels import FAMILIES
 
     gpu = StandinEvaluator().gpu_info()
-    shape = (1024, 1024, 1024)
+    shape = Shape(1024, 1024, 1024)
     from hgemm.agent.model import predict_us
 
     fam = FAMILIES["mma_ms"]
-    configs = [
-        dict(fam.default_params(Shape(*shape), gpu), BM=bm, BN=bn) for bm in (32, 64, 128) for bn in (64, 128)
-    ]
-    configs = [p for p in configs if fam.check(p, Shape(*shape), gpu) is None]
+    configs = [dict(fam.default_params(shape, gpu), BM=bm, BN=bn) for bm in (32, 64, 128) for bn in (64, 128)]
+    configs = [p for p in configs if fam.check(p, shape, gpu) is None]
     results = []
     for p in configs:
         c = Candidate(source=fam.render(p), proposer="template", family="mma_ms", params=p)
-        rec = record(*shape, predict_us(fam, p, *shape, gpu), 10.0)
+        rec = record(*shape, predict_us(fam, p, shape, gpu), 10.0)
         rec.stage = "quick"
         results.append((c, rec))
-    assert model_rank_correlation(results, *shape, gpu) == pytest.approx(1.0)  # times in model order
+    assert model_rank_correlation(results, shape, gpu) == pytest.approx(1.0)  # times in model order
     for c, r in results:
-        r.modes["offline"].candidate.median_us = 1.0 / predict_us(fam, c.params, *shape, gpu)
-    assert model_rank_correlation(results, *shape, gpu) == pytest.approx(-1.0)
-    assert model_rank_correlation(results[:3], *shape, gpu) is None
+        r.modes["offline"].candidate.median_us = 1.0 / predict_us(fam, c.params, shape, gpu)
+    assert model_rank_correlation(results, shape, gpu) == pytest.approx(-1.0)
+    assert model_rank_correlation(results[:3], shape, gpu) is None
 
 
 def test_sweep_sanitizes_only_the_reported_kernel():

@@ -42,7 +42,7 @@ class Timed(Family):
         return self.inner.default_params(shape, gpu)
 
     def truth(self, params, shape) -> float:
-        return predict_us(self.inner, params, *shape, GPU) * hidden_factor(self.name, params)
+        return predict_us(self.inner, params, Shape(*shape), GPU) * hidden_factor(self.name, params)
 
     def render(self, params):
         # The stand-in multiplies its base time by this factor; the kernel text is the real family's.
@@ -341,7 +341,7 @@ def test_through_the_search_loop():
 def test_first_choice_follows_the_model(shape):
     p = TemplateProposer(seed=0, explore=0.0)
     cands = p.propose(ctx(*shape), 12)
-    times = [predict_us(FAMILIES[c.family], c.params, *shape, GPU) for c in cands]
+    times = [predict_us(FAMILIES[c.family], c.params, Shape(*shape), GPU) for c in cands]
     assert all(math.isfinite(t) for t in times)
     # each family's default and one best-ranked representative per family lead; the rest is in model order
     defaults = sum(1 for c in cands if c.note.startswith("default"))
@@ -469,14 +469,14 @@ def test_a_resumed_search_still_tries_another_gpus_winner_first(monkeypatch):
 def test_on_large_shapes_the_first_batch_skips_families_the_model_gives_no_chance():
     from hgemm.agent.template import FAMILY_REACH
 
-    shape = (8192, 8192, 8192)
+    shape = Shape(8192, 8192, 8192)
     p = TemplateProposer(seed=1)
     cands = p.propose(ctx(*shape), 8)
-    times = {c.family: predict_us(FAMILIES[c.family], c.params, *shape, GPU) for c in cands}
+    times = {c.family: predict_us(FAMILIES[c.family], c.params, shape, GPU) for c in cands}
     best = min(times.values())
     usable = {name for name, f in FAMILIES.items() if f.min_cc <= float(GPU.cc)}
     far = {name for name in usable
-           if predict_us(FAMILIES[name], FAMILIES[name].default_params(Shape(*shape), GPU), *shape, GPU) > FAMILY_REACH * best}
+           if predict_us(FAMILIES[name], FAMILIES[name].default_params(shape, GPU), shape, GPU) > FAMILY_REACH * best}
     assert far, "some family should be hopeless on 8192^3"
     head = [c.family for c in cands[:4]]
     assert not far & set(head)

@@ -60,13 +60,13 @@ def test_stream_k_off_is_the_same_kernel_with_or_without_the_parameter():
 
 
 def test_model_credits_stream_k_only_where_the_last_wave_is_partial():
-    partial = (12288, 256, 16384)  # 192 tiles of 128 x 128 on 132 SMs: the second wave is 45% full
-    full = (4224, 512, 4096)  # 132 tiles x 4 = 528: whole waves
+    partial = Shape(12288, 256, 16384)  # 192 tiles of 128 x 128 on 132 SMs: the second wave is 45% full
+    full = Shape(4224, 512, 4096)  # 132 tiles x 4 = 528: whole waves
     for shape, better in ((partial, True), (full, False)):
-        dp = predict(FAMILY, {**SK, "stream_k": 0}, *shape, H200)
-        sk = predict(FAMILY, SK, *shape, H200)
+        dp = predict(FAMILY, {**SK, "stream_k": 0}, shape, H200)
+        sk = predict(FAMILY, SK, shape, H200)
         assert (sk.us < dp.us) is better, (shape, dp.us, sk.us)
-    sk = predict(FAMILY, SK, *partial, H200)
+    sk = predict(FAMILY, SK, partial, H200)
     assert sk.busiest_sm_tiles == pytest.approx(192 / 132)
 
 
