@@ -188,7 +188,6 @@ class _Run:
         self.objective = s.objective
         self.quick_modes = MODES if s.quick_server else ("offline",)
         self.shape = shape
-        self.M, self.N, self.K = shape
         self.proposers: list[Proposer] = list(proposers)
         self.evaluator, self.archive, self.retriever = evaluator, archive, retriever
         self.budget, self.finalists, self.batch, self.patience = s.budget, s.finalists, s.batch, s.patience
@@ -420,7 +419,7 @@ class _Run:
             scores[cand.hash] = [s for s, _ in got]
             if self.archive is not None:
                 self.archive.record(cand, confirmed, run_id=self.run_id)
-                self.archive.unrank_search_rows(cand.hash, self.M, self.N, self.K, confirmed.gpu)
+                self.archive.unrank_search_rows(cand.hash, self.shape, confirmed.gpu)
         if not scores:
             self.best = None
             return

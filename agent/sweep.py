@@ -59,7 +59,7 @@ def archived_row(
         # disturbed sample (the host falling behind the GPU, say) can make a time longer, never shorter,
         # while a record whose baselines were disturbed would otherwise win on its inflated speedups.
         scored = []
-        for row in archive.leaderboard(gpu=gpu, mode="offline", top=ARCHIVED_CANDIDATES, shape=(M, N, K)):
+        for row in archive.leaderboard(gpu=gpu, mode="offline", top=ARCHIVED_CANDIDATES, shape=Shape(M, N, K)):
             rec = archive.eval_record(row["record_id"])
             if rec is None or not (rec.speedup_best("offline") and rec.speedup_best("server")):
                 continue
@@ -70,7 +70,7 @@ def archived_row(
             return None
         _, _, best, record = max(scored, key=lambda s: s[:2])
     else:
-        best = archive.best(M, N, K, gpu=gpu, mode=objective)
+        best = archive.best(Shape(M, N, K), gpu=gpu, mode=objective)
         if best is None:
             return None
         record = archive.eval_record(best["record_id"])

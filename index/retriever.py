@@ -95,8 +95,8 @@ class Retriever:
         for d, n in zip(dist[0], nos[0]):
             if n < 0:
                 continue
-            sM, sN, sK = shapes[n]
-            per_mode = {m: self.archive.best(sM, sN, sK, gpu=gpu, mode=m) for m in MODES}
+            near = shapes[n]
+            per_mode = {m: self.archive.best(near, gpu=gpu, mode=m) for m in MODES}
             lead = per_mode.get("offline") or next(v for v in per_mode.values() if v)
             out.append(
                 {
@@ -105,9 +105,9 @@ class Retriever:
                     "params": lead["params"],
                     "proposer": lead["proposer"],
                     "source": lead["source"],
-                    "M": sM,
-                    "N": sN,
-                    "K": sK,
+                    "M": near.M,
+                    "N": near.N,
+                    "K": near.K,
                     "gpu": lead["gpu"],
                     "distance": float(d),
                     "speedup_best": {m: b["speedup_best"] for m, b in per_mode.items() if b},

@@ -36,7 +36,7 @@ def test_a_lucky_search_measurement_is_not_what_wins(hgemm_home):
         assert conf["finalists"] == 3 and conf["repetitions"] == 3 and len(conf["winner_scores"]) == 3
         assert result.confirm_evals == 9
         # the archive ranks the confirmed figures: the lucky kernel's search rows no longer rank
-        best = archive.best(256, 256, 256, mode="offline")
+        best = archive.best(Shape(256, 256, 256), mode="offline")
         assert best["kernel"] == honest_hash and best["stage"] == "confirmed"
         ranked = archive.execute("SELECT stage FROM evaluations WHERE kernel = ? AND ranked = 1", (lucky_hash,))
         assert {r["stage"] for r in ranked} == {"confirmed"}

@@ -195,7 +195,7 @@ def test_sweep_command(tmp_path, monkeypatch):
     with Archive(tmp_path / "elsewhere.db") as other:
         other.import_file(exported)
         for M, N, K in [(128, 128, 128), (256, 512, 256)]:
-            assert other.best(M, N, K) is not None
+            assert other.best(Shape(M, N, K)) is not None
 
 
 def test_model_rank_correlation_is_spearman():

@@ -249,7 +249,7 @@ def test_archive_attempts_are_skipped_and_seed_the_search():
     evaluator = StandinEvaluator()
     first = TemplateProposer(seed=4)
     proposed1, results1 = drive(first, evaluator, *shape, rounds=2, archive=archive)
-    assert len(archive.attempts(*shape, gpu=GPU.name)) == len(proposed1)
+    assert len(archive.attempts(Shape(*shape), gpu=GPU.name)) == len(proposed1)
 
     second = TemplateProposer(seed=4)  # a new run, same seed: would repeat itself without the archive
     proposed2, _ = drive(second, evaluator, *shape, rounds=2, archive=archive)
@@ -368,7 +368,7 @@ def test_nearest_archived_shapes_seed_the_first_batch(monkeypatch):
         progress=False,
     )
     assert done.best is not None
-    winner = archive.best(2048, 2048, 2048, gpu=GPU.name)
+    winner = archive.best(Shape(2048, 2048, 2048), gpu=GPU.name)
     cands = TemplateProposer(seed=1).propose(ctx(2048, 2048, 4096, archive=archive, retriever=retriever), 8)
     seeded = [c for c in cands if c.note.startswith("retrieved")]
     assert seeded and seeded[0].parents == [winner["kernel"]]
@@ -388,7 +388,7 @@ def test_a_gpu_without_history_is_seeded_from_another_gpus_winners(monkeypatch):
     retriever = Retriever(archive, gpu_sm_count=GPU.sm_count)
     optimize(Shape(2048, 2048, 2048), proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
              retriever=retriever, budget=Budget(evals=20), progress=False)
-    winner = archive.best(2048, 2048, 2048, gpu=GPU.name)
+    winner = archive.best(Shape(2048, 2048, 2048), gpu=GPU.name)
     sibling = dataclasses.replace(GPU, name=GPU.name + " (sibling)")
 
     def first_batch(proposer):
@@ -453,11 +453,11 @@ def test_a_resumed_search_still_tries_another_gpus_winner_first(monkeypatch):
     shape = (4096, 1024, 2048)
     optimize(Shape(*shape), proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
              retriever=retriever, budget=Budget(evals=24), progress=False)
-    winner = archive.best(*shape, gpu=GPU.name)
+    winner = archive.best(Shape(*shape), gpu=GPU.name)
     sibling = dataclasses.replace(GPU, name=GPU.name + " (sibling)")
     optimize(Shape(*shape), proposers=[TemplateProposer(seed=1, other_gpus=False)], evaluator=StandinEvaluator(gpu=sibling),
              archive=archive, retriever=retriever, budget=Budget(evals=3), progress=False)
-    tried = [row["params"] for row in archive.attempts(*shape, gpu=sibling.name)]
+    tried = [row["params"] for row in archive.attempts(Shape(*shape), gpu=sibling.name)]
     assert tried and winner["params"] not in tried
     retriever.sync()
     c = ProposalContext(Shape(*shape), sibling, archive=archive, retriever=retriever)

@@ -62,15 +62,13 @@ class _Hidden:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._archive, name)
 
-    def attempts(
-        self, M: int, N: int, K: int, gpu: str | None = None, limit: int | None = None
-    ) -> list[dict]:
-        rows = self._archive.attempts(M, N, K, gpu=gpu, limit=None)
+    def attempts(self, shape: Shape, gpu: str | None = None, limit: int | None = None) -> list[dict]:
+        rows = self._archive.attempts(shape, gpu=gpu, limit=None)
         rows = [r for r in rows if r["kernel"] not in self._hidden]
         return rows if limit is None else rows[:limit]
 
     def leaderboard(self, gpu: str | None = None, mode: str = "offline", top: int | None = None,
-                    shape: tuple[int, int, int] | None = None) -> list[dict]:  # fmt: skip
+                    shape: Shape | None = None) -> list[dict]:  # fmt: skip
         extra = len(self._hidden)
         rows = self._archive.leaderboard(gpu=gpu, mode=mode, top=(top or 1) + extra, shape=shape)
         out, per = [], {}
@@ -82,8 +80,8 @@ class _Hidden:
             out.append(r)
         return out
 
-    def best(self, M: int, N: int, K: int, gpu: str | None = None, mode: str = "offline") -> dict | None:
-        rows = self.leaderboard(gpu=gpu, mode=mode, top=1, shape=(M, N, K))
+    def best(self, shape: Shape, gpu: str | None = None, mode: str = "offline") -> dict | None:
+        rows = self.leaderboard(gpu=gpu, mode=mode, top=1, shape=shape)
         return rows[0] if rows else None
 
     def records_by_id(self, ids: Iterable[int]) -> dict[int, dict]:
@@ -153,7 +151,7 @@ def _base(M: int, N: int, K: int, gpu: str | None, system: str, user: str) -> di
 
 
 def sft_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Options) -> list[dict]:
-    best = archive.best(M, N, K, gpu=gpu, mode="offline")
+    best = archive.best(Shape(M, N, K), gpu=gpu, mode="offline")
     if best is None or (opts.min_speedup is not None and (best["speedup_best"] or 0) < opts.min_speedup):
         return []
     system, user = render(archive, Shape(M, N, K), gpu, [best["kernel"]], opts)
@@ -163,7 +161,7 @@ def sft_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Option
 
 
 def dpo_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Options) -> list[dict]:
-    board = archive.leaderboard(gpu=gpu, mode="offline", top=64, shape=(M, N, K))
+    board = archive.leaderboard(gpu=gpu, mode="offline", top=64, shape=Shape(M, N, K))
     board = [r for r in board if r["gpu"] == gpu]
     if not board:
         return []
@@ -215,7 +213,7 @@ def reward_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Opt
     from hgemm.agent.finetune.reward import reward
 
     board = [
-        r for r in archive.leaderboard(gpu=gpu, mode="offline", top=64, shape=(M, N, K)) if r["gpu"] == gpu
+        r for r in archive.leaderboard(gpu=gpu, mode="offline", top=64, shape=Shape(M, N, K)) if r["gpu"] == gpu
     ]
     failed = [r for r in _failed(archive, M, N, K, gpu) if r["kernel"] not in {b["kernel"] for b in board}]
     picks: list[int] = []  # record ids, best first, then failures and slower kernels alternately
