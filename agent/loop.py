@@ -135,9 +135,9 @@ class OptimizeResult:
 class _Reporter:
     """Progress on stderr through rich: a status line, and one line per new best."""
 
-    def __init__(self, enabled: bool, M: int, N: int, K: int):
+    def __init__(self, enabled: bool, shape: Shape):
         self.enabled = enabled
-        self.shape = f"{M}x{N}x{K}"
+        self.shape = str(shape)
         self._status = None
         if enabled:
             from rich.console import Console
@@ -501,7 +501,7 @@ def optimize(
             {"M": M, "N": N, "K": K, "gpu": run.gpu.name, "objective": objective, "quick_server": quick_server,
              **(config or {})},  # fmt: skip
         )
-    report = _Reporter(progress, M, N, K)
+    report = _Reporter(progress, shape)
     pool = ThreadPoolExecutor(max_workers=max(1, len(proposers)), thread_name_prefix="hgemm-propose")
     status, reason = "error", "error"
     try:

@@ -63,7 +63,7 @@ def test_confirm_zero_reports_the_search_and_says_so(hgemm_home):
 
 def test_sweep_reports_say_how_they_measured(hgemm_home):
     evaluator = StandinEvaluator()
-    shapes = [(256, 256, 256), (512, 256, 128)]
+    shapes = [Shape(256, 256, 256), Shape(512, 256, 128)]
     with Archive() as archive:
         rows = run_sweep(shapes, evaluator=evaluator, archive=archive, budget_evals=10, progress=False)
         assert all(r["measured"] == "confirmed" and len(r["confirm_scores"]) == 3 for r in rows)
@@ -72,6 +72,6 @@ def test_sweep_reports_say_how_they_measured(hgemm_home):
         again = run_sweep(shapes, evaluator=evaluator, archive=archive, budget_evals=10, progress=False)
         assert all(r["status"] == "resumed" and r["measured"] == "confirmed" for r in again)
         assert [r["kernel"] for r in again] == [r["kernel"] for r in rows]
-        unconfirmed = run_sweep([(128, 128, 128)], evaluator=evaluator, archive=archive, budget_evals=10,
+        unconfirmed = run_sweep([Shape(128, 128, 128)], evaluator=evaluator, archive=archive, budget_evals=10,
                                 progress=False, confirm=0)
         assert unconfirmed[0]["measured"] == "unconfirmed"
