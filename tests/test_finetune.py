@@ -98,7 +98,7 @@ def test_sft_export_answers_with_each_shapes_best_kernel_hidden_from_its_prompt(
     rows = train_rows + val_rows
     assert len(rows) == len(SHAPES) and card["train"]["rows"] + card["val"]["rows"] == len(SHAPES)
     for row in rows:
-        best = arc.best(row["M"], row["N"], row["K"])
+        best = arc.best(Shape(row["M"], row["N"], row["K"]))
         assert row["kernel"] == best["kernel"] and row["speedup"] == pytest.approx(best["speedup_best"])
         assert row["completion"] == data.answer(best["source"]) and row["completion"].startswith("```cuda\n")
         assert (
