@@ -340,3 +340,15 @@ def test_truncated_database_is_refused_and_untouched(tmp_path):
     with pytest.raises(ArchiveCorrupt, match="malformed"):
         Archive(path)
     assert path.read_bytes() == data[: len(data) // 3]
+
+
+def test_an_import_with_a_shape_out_of_limits_is_refused_whole(tmp_path, arc):
+    h = arc.add_kernel(src(1))
+    arc.add_evaluation(h, timed(h, 256, 512, 1024, 8.0))
+    arc.export(tmp_path / "e.jsonl", "jsonl")
+    text = (tmp_path / "e.jsonl").read_text().replace('"M": 256', '"M": 70000')
+    (tmp_path / "bad.jsonl").write_text(text)
+    with Archive(tmp_path / "other.db") as other:
+        with pytest.raises(ArchiveError, match="M=70000 is larger than"):
+            other.import_file(tmp_path / "bad.jsonl")
+        assert other.stats()["kernels"] == 0 and other.stats()["records"] == 0  # the whole import rolled back
