@@ -1,4 +1,4 @@
-"""Analytic pre-ranking of kernel-family configurations: `predict_us(family, params, M, N, K, gpu)` is a rough
+"""Analytic pre-ranking of kernel-family configurations: `predict_us(family, params, shape, gpu)` is a rough
 time in microseconds for one call, from a roofline over tensor-core compute (with wave and tile
 quantisation), L2 → SM traffic and DRAM traffic, plus per-tile and launch costs.
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 KERNEL_LAUNCH_US = 2.0  # one kernel in a graph, end to end, with nothing to do
 EXTRA_KERNEL_US = 1.2  # each further kernel (split-K reduction)
@@ -227,8 +228,9 @@ class Prediction:
     fixed_us: float
 
 
-def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: GpuInfo) -> Prediction:
+def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> Prediction:
     """The model's estimate with its parts, for explanation and tests."""
+    M, N, K = shape
     name = family if isinstance(family, str) else family.name
     fam = None if isinstance(family, str) else family
     peaks = gpu_peaks(gpu)
@@ -312,9 +314,9 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
     )
 
 
-def predict_us(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: GpuInfo) -> float:
+def predict_us(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> float:
     """Estimated microseconds for one call; `family` is a Family or a family name. Lower ranks first."""
-    return predict(family, params, M, N, K, gpu).us
+    return predict(family, params, shape, gpu).us
 
 
 def spearman(a: list[float], b: list[float]) -> float | None:

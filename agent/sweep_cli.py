@@ -255,7 +255,7 @@ def _run_here(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
         _gpu_meta(meta, info, 1)
         if limit is not None:
             done = {
-                s: r for s in shapes if resume and (r := resumable_row(archive, *s, info.name, st.objective))
+                s: r for s in shapes if resume and (r := resumable_row(archive, s, info.name, st.objective))
             }
             shapes = _pick(shapes, done, limit)
         retriever = Retriever(archive, gpu_sm_count=info.sm_count)
@@ -306,7 +306,7 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             retriever = Locked(Retriever(archive, gpu_sm_count=info.sm_count), lock)
             if resume:
                 typer.echo(f"checking the archive for {len(shapes)} shapes on {gpu} ...")
-            done = {s: r for s in shapes if resume and (r := resumable_row(archive, *s, gpu, st.objective))}
+            done = {s: r for s in shapes if resume and (r := resumable_row(archive, s, gpu, st.objective))}
             order = schedule([s for s in _pick(shapes, done, limit) if s not in done], done)
             rows = {s: r for s, r in done.items()}
             grid_order = {s: i for i, s in enumerate(shapes)}
@@ -317,13 +317,13 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
                 on_rows([rows[s] for s in sorted(rows, key=grid_order.get)])
 
             def search(shape: Shape, evaluator: Any) -> dict[str, Any]:
-                prior = archived_row(shared, *shape, gpu, st.objective)
+                prior = archived_row(shared, shape, gpu, st.objective)
                 return search_shape(shape, evaluator=evaluator, archive=shared, retriever=retriever, settings=st,
                                     gpu=gpu, prior=prior)  # fmt: skip
 
             def failed(shape: Shape, reason: str) -> dict[str, Any]:
-                prior = archived_row(shared, *shape, gpu, st.objective)
-                return search_failed(*shape, gpu, prior, reason, final=True) | {"wall_seconds": 0.0}
+                prior = archived_row(shared, shape, gpu, st.objective)
+                return search_failed(shape, gpu, prior, reason, final=True) | {"wall_seconds": 0.0}
 
             def on_row(row: dict[str, Any]) -> None:
                 rows[Shape(row["M"], row["N"], row["K"])] = row

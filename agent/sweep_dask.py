@@ -299,7 +299,8 @@ def run_slots(
     limit: int | None = None,
 ) -> None:
     """Search `order` on every slot at once: each slot takes the next shape; a search that raises goes back
-    to the front of the queue once (`RETRIES`), then `failed(shape, reason)` is its row. `on_row` runs
+    to the front of the queue once (`RETRIES`), for the first slot with a live worker to take, then
+    `failed(shape, reason)` is its row. `on_row` runs
     under a lock for each finished shape. Returns when the queue is empty, or raises KeyboardInterrupt after
     stopping every slot."""
     queue = deque(order[:limit] if limit is not None else order)
@@ -310,6 +311,11 @@ def run_slots(
     def work(slot: str) -> None:
         evaluator = RemoteEvaluator(pool, slot)
         while not pool.stop.is_set():
+            try:  # a slot whose worker died waits for its replacement; a free slot takes the retry meanwhile
+                pool.address(slot)
+            except WorkerLost as e:
+                display.note(f"{slot}: {e}; its shapes go to the other workers")
+                break
             with lock:
                 shape = queue.popleft() if queue else None
             if shape is None:

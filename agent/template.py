@@ -29,6 +29,7 @@ from hgemm.agent.proposer import Candidate, ProposalContext
 from hgemm.agent.stores import ArchiveStore
 
 from hgemm.core.record import NOT_DEFECTS, EvalRecord, GpuInfo, kernel_hash
+from hgemm.core.shape import Shape
 
 Key = tuple[str, tuple[tuple[str, Any], ...]]
 
@@ -88,12 +89,12 @@ def _row_key(row: dict[str, Any]) -> Key | None:
     return config_key(fam, params) if isinstance(fam, str) and isinstance(params, dict) else None
 
 
-def archive_attempts(archive: ArchiveStore | None, M: int, N: int, K: int, gpu: GpuInfo) -> list[dict[str, Any]]:
+def archive_attempts(archive: ArchiveStore | None, shape: Shape, gpu: GpuInfo) -> list[dict[str, Any]]:
     """The archive's records of this shape on this GPU (`Archive.attempts`), as dicts with at least
     kernel, family, params, correct, failure_kind and offline_us; empty without an archive."""
     if archive is None:
         return []
-    return list(archive.attempts(M, N, K, gpu=gpu.name))
+    return list(archive.attempts(shape, gpu=gpu.name))
 
 
 class TemplateProposer:
@@ -167,7 +168,7 @@ class TemplateProposer:
             return
         self._shape = shape
         self.reset()
-        rows = archive_attempts(ctx.archive, ctx.M, ctx.N, ctx.K, ctx.gpu)
+        rows = archive_attempts(ctx.archive, ctx.shape, ctx.gpu)
         self.skip_hashes = {h for h in map(_hash_of, rows) if h}
         current = {k: self._current_hash(k) for k in {_row_key(r) for r in rows} - {None}}
         fresh = {k for r in rows if (k := _row_key(r)) and current.get(k) == _hash_of(r)}
@@ -201,9 +202,9 @@ class TemplateProposer:
                 seeds.append(_Option(fam, dict(params), [parent] if parent else [], "retrieved", nearness=i))
         for name, fam in sorted(self.families.items()):
             try:
-                params = fam.default_params(ctx.M, ctx.N, ctx.K, ctx.gpu)
+                params = fam.default_params(ctx.shape, ctx.gpu)
             except TypeError:  # a family whose default ignores the GPU
-                params = fam.default_params(ctx.M, ctx.N, ctx.K)
+                params = fam.default_params(ctx.shape)
             if params:
                 seeds.append(_Option(name, dict(params), [], "default"))
         return seeds
@@ -426,9 +427,9 @@ class TemplateProposer:
         fam = self.families.get(family)
         if fam is None or not _in_space(fam.space, params):
             return None
-        if fam.check(params, ctx.M, ctx.N, ctx.K, ctx.gpu) is not None:
+        if fam.check(params, ctx.shape, ctx.gpu) is not None:
             return None
-        raw = self.model(fam, params, ctx.M, ctx.N, ctx.K, ctx.gpu)
+        raw = self.model(fam, params, ctx.shape, ctx.gpu)
         if not math.isfinite(raw) or raw <= 0:
             return None
         self.predicted[key] = raw

@@ -168,5 +168,11 @@ class StandinEvaluator:
                 "sm__throughput.avg.pct_of_peak_sustained_elapsed": round(40 + n % 55, 1),
                 "dram__throughput.avg.pct_of_peak_sustained_elapsed": round(20 + n % 70, 1),
                 "sm__warps_active.avg.pct_of_peak_sustained_active": round(10 + n % 40, 1),
+                "l2_throughput_pct": round(15 + n % 60, 1),
+                "stall_long_scoreboard": round(0.1 + n % 7 / 4, 2),
+                "stall_barrier": round(0.2 + n % 5 / 3, 2),
+                "stall_wait": 0.35,
+                "stall_mio_throttle": 0.05,
+                "stall_sleeping": 0.01,
             }
         return rec

@@ -12,7 +12,9 @@ from hgemm.agent.sweep import run_sweep, write_report
 from hgemm.bench import confirm_report
 from standin import StandinEvaluator
 
-SHAPES = [(256, 256, 256), (512, 128, 1024)]
+from hgemm.core.shape import Shape
+
+SHAPES = [Shape(256, 256, 256), Shape(512, 128, 1024)]
 
 
 class Remeasure:

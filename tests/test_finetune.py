@@ -98,7 +98,7 @@ def test_sft_export_answers_with_each_shapes_best_kernel_hidden_from_its_prompt(
     rows = train_rows + val_rows
     assert len(rows) == len(SHAPES) and card["train"]["rows"] + card["val"]["rows"] == len(SHAPES)
     for row in rows:
-        best = arc.best(row["M"], row["N"], row["K"])
+        best = arc.best(Shape(row["M"], row["N"], row["K"]))
         assert row["kernel"] == best["kernel"] and row["speedup"] == pytest.approx(best["speedup_best"])
         assert row["completion"] == data.answer(best["source"]) and row["completion"].startswith("```cuda\n")
         assert (
@@ -281,6 +281,47 @@ def test_cycle_records_both_adapters_metrics_and_switches_only_to_a_better_one(a
         "adopted" if compare.better(second["metrics"]["new"], second["metrics"]["current"]) else "kept"
     )
     assert [r["id"] for r in periodic.finetunes(arc)] == [first["id"], second["id"]]
+
+
+def test_a_better_adapter_is_adopted_and_a_worse_one_kept(arc, tiny, monkeypatch):
+    """Training, data, evaluation and the switch are real; the models' replies are scripted (a tiny random
+    model's answers say nothing either way): the chosen adapter answers with a fast kernel, every other
+    model with prose. Cycle 1: the new adapter answers well and is adopted; cycle 2: the new one does not,
+    and the first stays current, which the local proposer then loads."""
+    from hgemm.agent.llm import local
+    from hgemm.agent.llm.client import Completion
+
+    real_backend = local.LocalBackend
+    chosen = {"adapter": None}  # None: any adapter answers well, the base model alone does not
+
+    class Scripted:
+        def __init__(self, base_model, adapter_dir=None, **_):
+            want = chosen["adapter"]
+            self.good = adapter_dir is not None and (want is None or Path(adapter_dir).resolve() == want)
+
+        def complete(self, system, user, n, history=()):
+            text = "```cuda\n" + kernel(0.5, "tuned", "TUNED") + "```" if self.good else "I cannot help."
+            return Completion([text] * n, ["stop"] * n, prompt_tokens=10, completion_tokens=10, latency_s=0.0)
+
+    monkeypatch.setattr(local, "LocalBackend", Scripted)
+    ev = StandinEvaluator()
+    run = dict(steps=2, lora_r=4, max_new_tokens=16, device="cpu")
+
+    first = periodic.cycle(arc, tiny, ev, **run)
+    assert first["status"] == "adopted" and first["previous"] is None
+    assert first["metrics"]["new"]["correct_rate"] == 1.0 and first["metrics"]["current"]["correct_rate"] == 0.0
+    assert periodic.current_link().resolve() == Path(first["adapter"]).resolve()
+    assert periodic.adopted(arc)["id"] == first["id"]
+
+    fill(arc, [Shape(1024, 256, 128)])  # a new best, so a second cycle has new data
+    chosen["adapter"] = Path(first["adapter"]).resolve()
+    second = periodic.cycle(arc, tiny, ev, **run)
+    assert second["status"] == "kept" and second["previous"] == first["adapter"]
+    assert second["metrics"]["current"]["correct_rate"] == 1.0 and second["metrics"]["new"]["correct_rate"] == 0.0
+    assert periodic.current_link().resolve() == Path(first["adapter"]).resolve()
+    assert periodic.adopted(arc)["id"] == first["id"]
+    backend = real_backend(tiny, adapter_dir=periodic.current_link(), max_tokens=4, device="cpu")
+    assert backend.model.endswith("+current") and backend.complete("s", "u", 1).completion_tokens > 0
 
 
 def test_better_is_correct_rate_then_speedup_then_compile_rate():

@@ -12,6 +12,7 @@ from hgemm.agent.model import ctas_per_sm, gpu_peaks, predict, predict_us, tile_
 from hgemm.evaluator.kernels import FAMILIES
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 H100 = GpuInfo("NVIDIA H100 80GB HBM3", "9.0", "570", 132, 50 * 2**20, 227 * 1024)
 H200 = GpuInfo("NVIDIA H200", "9.0", "570", 132, 60 * 2**20, 227 * 1024)
@@ -42,8 +43,9 @@ def configs(space, **fixed):
 
 
 def best(M, N, K, gpu=H100, family="mma_ms", **fixed):
-    ranked = sorted(configs(MMA_SPACE, **fixed), key=lambda p: predict_us(family, p, M, N, K, gpu))
-    return ranked[0], predict(family, ranked[0], M, N, K, gpu)
+    shape = Shape(M, N, K)
+    ranked = sorted(configs(MMA_SPACE, **fixed), key=lambda p: predict_us(family, p, shape, gpu))
+    return ranked[0], predict(family, ranked[0], shape, gpu)
 
 
 def test_split_k_wins_for_long_k_small_mn():
@@ -62,7 +64,7 @@ def test_small_tiles_for_tiny_shape():
     p, pred = best(64, 64, 64)
     assert p["BM"] * p["BN"] <= 64 * 64
     big = dict(p, BM=128, BN=128, WARPS_M=2, WARPS_N=2)
-    assert predict_us("mma_ms", big, 64, 64, 64, H100) > pred.us
+    assert predict_us("mma_ms", big, Shape(64, 64, 64), H100) > pred.us
     assert pred.us < 5.0  # a launch, not a computation
 
 
@@ -75,8 +77,8 @@ def test_big_shapes_fill_the_gpu():
 
 def test_wave_quantisation_penalises_one_extra_tile():
     p = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 4, "RASTER": 8, "SPLIT_K": 1}
-    full = predict("mma_ms", p, 128 * 12, 128 * 11, 4096, H100)  # 132 tiles: one per SM
-    extra = predict("mma_ms", p, 128 * 19, 128 * 7, 4096, H100)  # 133 tiles: one SM runs two
+    full = predict("mma_ms", p, Shape(128 * 12, 128 * 11, 4096), H100)  # 132 tiles: one per SM
+    extra = predict("mma_ms", p, Shape(128 * 19, 128 * 7, 4096), H100)  # 133 tiles: one SM runs two
     assert full.tiles == 132 and extra.tiles == 133
     assert extra.busiest_sm_tiles == 2
     assert extra.compute_us > 1.5 * full.compute_us  # one more tile than SMs: the busiest SM does two
@@ -84,7 +86,7 @@ def test_wave_quantisation_penalises_one_extra_tile():
 
 def test_tile_padding_counts_as_waste():
     p = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 4, "RASTER": 1, "SPLIT_K": 1}
-    pred = predict("mma_ms", p, 130, 130, 1024, H100)
+    pred = predict("mma_ms", p, Shape(130, 130, 1024), H100)
     assert pred.padded_fraction == pytest.approx(130 * 130 / (256 * 256))
 
 
@@ -100,19 +102,19 @@ def test_wgmma_beats_mma_on_hopper_and_cannot_run_on_ampere():
         "CLUSTER_M": 1,
     }
     mma = {"BM": 128, "BN": 256, "BK": 32, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 4, "RASTER": 8, "SPLIT_K": 1}
-    assert predict_us("wgmma_ws", wg, 4096, 4096, 4096, H100) < 0.8 * predict_us(
-        "mma_ms", mma, 4096, 4096, 4096, H100
+    assert predict_us("wgmma_ws", wg, Shape(4096, 4096, 4096), H100) < 0.8 * predict_us(
+        "mma_ms", mma, Shape(4096, 4096, 4096), H100
     )
-    assert math.isinf(predict_us("wgmma_ws", wg, 4096, 4096, 4096, A100))
+    assert math.isinf(predict_us("wgmma_ws", wg, Shape(4096, 4096, 4096), A100))
 
 
 def test_unlaunchable_configurations_are_infinite():
     too_much_smem = {"BM": 256, "BN": 256, "BK": 64, "WARPS_M": 4, "WARPS_N": 4, "STAGES": 4, "SPLIT_K": 1}
     assert tile_of("mma_ms", too_much_smem).smem_bytes > H100.smem_per_block_optin
-    assert math.isinf(predict_us("mma_ms", too_much_smem, 1024, 1024, 1024, H100))
+    assert math.isinf(predict_us("mma_ms", too_much_smem, Shape(1024, 1024, 1024), H100))
     spills = {"BM": 256, "BN": 256, "BK": 32, "WARPS_M": 1, "WARPS_N": 4, "STAGES": 2, "SPLIT_K": 1}
     assert ctas_per_sm(tile_of("mma_ms", spills), H100) == 0
-    assert math.isinf(predict_us("mma_ms", spills, 1024, 1024, 1024, H100))
+    assert math.isinf(predict_us("mma_ms", spills, Shape(1024, 1024, 1024), H100))
 
 
 def test_occupancy_from_shared_memory_and_threads():
@@ -127,11 +129,11 @@ def test_occupancy_from_shared_memory_and_threads():
 
 def test_monotone_in_k_and_faster_memory_helps_memory_bound_shapes():
     p = {"BM": 64, "BN": 64, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 4, "RASTER": 1, "SPLIT_K": 1}
-    times = [predict_us("mma_ms", p, 1024, 1024, k, H100) for k in (256, 1024, 4096, 16384)]
+    times = [predict_us("mma_ms", p, Shape(1024, 1024, k), H100) for k in (256, 1024, 4096, 16384)]
     assert times == sorted(times)
     assert gpu_peaks(H200).hbm_bps > gpu_peaks(H100).hbm_bps
-    memory_bound = (16384, 64, 16384)
-    assert predict_us("mma_ms", p, *memory_bound, H200) < predict_us("mma_ms", p, *memory_bound, H100)
+    memory_bound = Shape(16384, 64, 16384)
+    assert predict_us("mma_ms", p, memory_bound, H200) < predict_us("mma_ms", p, memory_bound, H100)
 
 
 def test_small_family_geometry():
@@ -139,14 +141,14 @@ def test_small_family_geometry():
     t = tile_of("small", p)
     assert t.threads == 128 and t.bk == 128 and t.direct
     assert t.smem_bytes == 3 * 32 * 32 * 4
-    assert predict_us("small", p, 64, 64, 64, H100) < 5.0
+    assert predict_us("small", p, Shape(64, 64, 64), H100) < 5.0
 
 
 def test_parameter_names_are_case_insensitive():
     upper = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3}
     lower = {k.lower(): v for k, v in upper.items()}
-    assert predict_us("mma_ms", upper, 2048, 2048, 2048, H100) == predict_us(
-        "mma_ms", lower, 2048, 2048, 2048, H100
+    assert predict_us("mma_ms", upper, Shape(2048, 2048, 2048), H100) == predict_us(
+        "mma_ms", lower, Shape(2048, 2048, 2048), H100
     )
 
 
@@ -156,12 +158,12 @@ def test_a_family_time_factor_corrects_the_model():
     fam = FAMILIES["wgmma"]
     staged = {"bm": 128, "bn": 256, "stages": 3, "consumers": 2, "group_m": 8, "persistent": 1, "epilogue": 1,
               "cluster_m": 1, "pingpong": 0, "split_k": 1, "split_dsmem": 0, "epi_panels": 0}  # fmt: skip
-    shape = (8192, 8192, 4096)
-    bare = predict_us("wgmma", staged, *shape, H200)  # by name: the family's factors do not apply
-    assert predict_us(fam, staged, *shape, H200) == pytest.approx(bare * TIME_FACTORS["tma_store_epilogue"])
+    shape = Shape(8192, 8192, 4096)
+    bare = predict_us("wgmma", staged, shape, H200)  # by name: the family's factors do not apply
+    assert predict_us(fam, staged, shape, H200) == pytest.approx(bare * TIME_FACTORS["tma_store_epilogue"])
     # the measured TMA-store epilogue beats direct stores, which the bare model cannot see
     direct = {**staged, "epilogue": 0}
-    assert predict_us(fam, staged, *shape, H200) < predict_us(fam, direct, *shape, H200)
+    assert predict_us(fam, staged, shape, H200) < predict_us(fam, direct, shape, H200)
     # DSMEM split-K: one factor per doubling of the slices
     split = {**staged, "epilogue": 0, "persistent": 0, "split_k": 4, "split_dsmem": 1, "bn": 128}
     assert fam.time_factor(split) == pytest.approx(TIME_FACTORS["dsmem_split_doublings"] ** 2)
@@ -177,14 +179,14 @@ def test_a_gpu_with_its_own_fit_uses_its_own_factors():
     assert factors_for(H100.name) is own and factors_for(H200.name) is TIME_FACTORS and factors_for(None) is TIME_FACTORS
     expected = own["tma_store_epilogue"] * own["stream_k"]
     assert fam.time_factor(stream_k, H100.name) == pytest.approx(expected)
-    bare = predict_us("wgmma", stream_k, 4096, 4096, 4096, H100)
-    assert predict_us(fam, stream_k, 4096, 4096, 4096, H100) == pytest.approx(bare * expected)
+    bare = predict_us("wgmma", stream_k, Shape(4096, 4096, 4096), H100)
+    assert predict_us(fam, stream_k, Shape(4096, 4096, 4096), H100) == pytest.approx(bare * expected)
     assert fam.time_factor(stream_k, "a GPU never measured") == fam.time_factor(stream_k)
 
 
 def test_a_workspace_split_pays_for_its_partials_and_its_second_kernel():
     params = {"BM": 64, "BN": 64, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3, "RASTER": 1, "SPLIT_K": 4}
-    split = predict("mma_ms", params, 512, 128, 8192, H100)
-    in_cluster = predict("mma_ms", {**params, "split_dsmem": 1}, 512, 128, 8192, H100)
+    split = predict("mma_ms", params, Shape(512, 128, 8192), H100)
+    in_cluster = predict("mma_ms", {**params, "split_dsmem": 1}, Shape(512, 128, 8192), H100)
     assert split.dram_us > in_cluster.dram_us  # fp32 partials written and read back through DRAM
     assert split.us > in_cluster.us

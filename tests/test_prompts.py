@@ -9,7 +9,14 @@ import dataclasses
 import random
 
 import pytest
-from hgemm.agent.llm.prompt import build_prompt, choose, gather, gpu_facts, rank_weighted_sample
+from hgemm.agent.llm.prompt import (
+    build_prompt,
+    choose,
+    gather,
+    gpu_facts,
+    rank_weighted_sample,
+    scored_from_record,
+)
 from hgemm.agent.llm.scrub import LITERAL_CHARS
 from hgemm.agent.proposer import Candidate, ProposalContext
 from hgemm.evaluator.api import contract_text
@@ -243,3 +250,12 @@ def test_an_imported_archive_cannot_smuggle_text_through_record_fields(monkeypat
     assert result.exit_code == 0, result.output
     _assert_clean(result.output)
     assert "GPU: name not recorded" in result.output
+
+
+def test_prompt_shows_the_largest_stall_reasons_only():
+    (cand, rec), *_ = _history(n_good=1)
+    rec.ncu = {"sm_throughput_pct": 80.0, "l2_throughput_pct": 41.5, "stall_long_scoreboard": 2.5,
+               "stall_barrier": 0.9, "stall_wait": 0.4, "stall_mio_throttle": 0.05, "stall_sleeping": 0.01}  # fmt: skip
+    scored = scored_from_record(cand.source, rec)
+    assert scored.ncu == {"sm_throughput_pct": "80", "l2_throughput_pct": "42", "stall_long_scoreboard": "2.5",
+                          "stall_barrier": "0.9", "stall_wait": "0.4"}  # fmt: skip

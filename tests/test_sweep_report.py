@@ -11,6 +11,7 @@ from hgemm.agent.sweep_grid import flop_decade, full_grid, shape_class
 from hgemm.agent.sweep_report import render_markdown, row_from_record, summarize, write_report
 
 from hgemm.core.record import BASELINES, EvalRecord, ModeResult, Stats
+from hgemm.core.shape import Shape
 
 
 def stats(us: float) -> Stats:
@@ -20,7 +21,7 @@ def stats(us: float) -> Stats:
 def row(M: int, N: int, K: int, speedup: float | None, seconds: float = 3.6) -> dict:
     """A row whose kernel is `speedup` times faster than the best baseline (None: no kernel)."""
     if speedup is None:
-        return row_from_record(M, N, K, None, gpu_seconds=seconds, evals=4)
+        return row_from_record(Shape(M, N, K), None, gpu_seconds=seconds, evals=4)
     base = 10.0 + 2 * M * N * K / 5e8
     rec = EvalRecord(kernel_hash=f"{M:05x}{N:05x}{K:05x}", M=M, N=N, K=K, gpu="H100 test", stage="full")
     rec.compiled = rec.correct = True
@@ -29,7 +30,7 @@ def row(M: int, N: int, K: int, speedup: float | None, seconds: float = 3.6) -> 
         rec.modes[mode] = ModeResult(mode, stats(base * scale / speedup), baselines, floor_us=0.1).finish(
             M, N, K
         )
-    return row_from_record(M, N, K, rec, family="mma_ms", gpu_seconds=seconds, evals=10)
+    return row_from_record(Shape(M, N, K), rec, family="mma_ms", gpu_seconds=seconds, evals=10)
 
 
 def test_shape_classes_and_decades():
@@ -106,8 +107,6 @@ def test_full_grid_report_and_plot(tmp_path):
 def test_live_display_shows_progress_eta_each_worker_and_running_geomeans():
     from hgemm.agent.sweep_live import SweepDisplay
     from rich.console import Console
-
-    from hgemm.core.shape import Shape
 
     console = Console(record=True, width=120, force_terminal=False)
     display = SweepDisplay(4, [row(64, 64, 64, 1.25)], enabled=False, console=console)

@@ -38,7 +38,8 @@ from hgemm.evaluator.profile import NCU_METRICS
 from hgemm import prompts
 from hgemm.core.record import BASELINES, MODES, NOT_DEFECTS, EvalRecord, GpuInfo
 
-NCU_KEYS_SHOWN = 12  # at most this many NCU metrics per kernel in a prompt
+NCU_KEYS_SHOWN = 12  # at most this many NCU metrics per kernel in a prompt, besides its largest stall reasons
+STALLS_SHOWN = 3  # the stall reasons with most warps stalled per issued instruction
 # NCU metrics a prompt may show: the evaluator's names, the raw metric names, and the launch count.
 NCU_SHOWN = frozenset(NCU_METRICS) | frozenset(NCU_METRICS.values()) | {"kernels_launched"}
 RESOURCES_SHOWN = ("registers", "shared_bytes", "spill_stores", "spill_loads")
@@ -125,6 +126,10 @@ def scored_from_record(source: str, record: EvalRecord) -> Scored | None:
                 resources[key] = value
     ncu_items = (record.ncu or {}).items() if isinstance(record.ncu, dict) else ()
     ncu = {k: number(v) for k, v in ncu_items if k in NCU_SHOWN and number(v) is not None}
+    stalls = sorted((k for k in ncu if k.startswith("stall_")), key=lambda k: -float(ncu[k]))[:STALLS_SHOWN]
+    ncu = dict([(k, v) for k, v in ncu.items() if not k.startswith("stall_")][:NCU_KEYS_SHOWN]) | {
+        k: ncu[k] for k in stalls
+    }
     return Scored(
         hash=record.kernel_hash,
         source=source,
@@ -135,7 +140,7 @@ def scored_from_record(source: str, record: EvalRecord) -> Scored | None:
         times={m: round(t, 3) for m, t in times.items()},
         speedup={m: round(x, 3) for m, x in speedup.items()},
         resources=resources,
-        ncu=dict(list(ncu.items())[:NCU_KEYS_SHOWN]),
+        ncu=ncu,
         stage=record.stage if record.stage in ("quick", "full") else "quick",
     )
 

@@ -18,6 +18,7 @@ from hgemm.evaluator.kernels import rules
 from hgemm.evaluator.kernels.family import Family, Params, kernel_file
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 BK = rules.bk()  # k per ring stage, from the rules header
 HOPPER_SMEM_OPTIN = 232448  # 227 KiB: H100/H200 opt-in shared memory per block
@@ -123,18 +124,18 @@ def inline_includes(text: str, seen: set[str] | None = None) -> str:
 
 
 class WgmmaFamily(Family):
-    def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
+    def check(self, params: Params, shape: Shape, gpu: GpuInfo | None = None) -> str | None:
         params = {**OPTIONAL, **params}
-        reason = super().check(params, M, N, K, gpu)
+        reason = super().check(params, shape, gpu)
         if reason:
             return reason
         why = rules.violation(params, "wgmma")
         if why:
             return f"{self.name}: {why}"
-        why = rules.shape_violation(params, M, N, K, "wgmma")
+        why = rules.shape_violation(params, shape, "wgmma")
         if why:
             tile = f"{params['bm'] * params['cluster_m']}x{params['bn']}"
-            return f"{self.name}: {M}x{N}x{K}, tile {tile}, split_k {params['split_k']}: {why}"
+            return f"{self.name}: {shape}, tile {tile}, split_k {params['split_k']}: {why}"
         limit = (
             gpu.smem_per_block_optin if gpu is not None and gpu.smem_per_block_optin else HOPPER_SMEM_OPTIN
         )
@@ -190,7 +191,7 @@ class WgmmaFamily(Family):
     def render(self, params: Params) -> str:
         return inline_includes(super().render({**OPTIONAL, **params}))
 
-    def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params | None:
+    def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params | None:
         """The measured-best configuration class for the shape (H200 sweeps, experiments/NOTES.md), or None
         when TMA cannot take the shape (K or N not a multiple of 8). Tiles may overhang M and N: a partial tile
         costs as much as a whole one, which the estimate below counts.
@@ -204,6 +205,7 @@ class WgmmaFamily(Family):
           cost = tile area / measured relative efficiency (128x256: 1.0, 128x128: 0.8, 64x128: 0.55,
           64x64: 0.43, from 4096^3 and 8192x8192x4096); 128-row tiles use two consumers, 64-row one.
         """
+        M, N, K = shape
         sms = gpu.sm_count if gpu is not None and gpu.sm_count else 132
         if K % 8 or N % 8:
             return None
@@ -251,7 +253,7 @@ class WgmmaFamily(Family):
                     break
         for stages in (8, 7, 6, 5, 4, 3, 2):
             candidate = {**params, "stages": stages}
-            if self.check(candidate, M, N, K, gpu) is None:
+            if self.check(candidate, shape, gpu) is None:
                 return candidate
         return None
 
