@@ -143,7 +143,7 @@ class LocalEvaluator:
             cand = Stats(**stats.pop("candidate"))
             floor = floor_us(facts, M, N, K, mode, l2)
             rec.modes[mode] = ModeResult(mode=mode, candidate=cand, baselines={b: Stats(**s) for b, s in stats.items()},
-                                         floor_us=floor).finish(M, N, K)
+                                         floor_us=floor).finish(rec.shape)
             if cand.median_us < floor:
                 rec.fail("suspicious_speed", f"{mode}: {cand.median_us:.2f} us is below the physical floor {floor:.2f} us")
 

@@ -25,9 +25,8 @@ def timed(h, M, N, K, cand_us, best_base_us=10.0, stage="full", gpu="H100", crea
             "lt_autotuned": Stats(best_base_us, best_base_us, best_base_us, 9),
             "torch_nn": Stats(12, 12, 12, 9),
         }
-        r.modes[mode] = ModeResult(mode, Stats(cand_us, cand_us, cand_us, 9), base, floor_us=5.0).finish(
-            M, N, K
-        )
+        cand = Stats(cand_us, cand_us, cand_us, 9)
+        r.modes[mode] = ModeResult(mode, cand, base, floor_us=5.0).finish(r.shape)
     return r
 
 

@@ -27,7 +27,7 @@ def _timed(h, M, N, K, us):
     r = EvalRecord(h, M, N, K, gpu="H100", cc="9.0", stage="full", compiled=True, correct=True)
     for mode in ("offline", "server"):
         base = {"lt_autotuned": Stats(10.0, 10, 10, 5)}
-        r.modes[mode] = ModeResult(mode, Stats(us, us, us, 5), base, floor_us=5.0).finish(M, N, K)
+        r.modes[mode] = ModeResult(mode, Stats(us, us, us, 5), base, floor_us=5.0).finish(r.shape)
     return r
 
 

@@ -26,7 +26,7 @@ def record(M, N, K, cand_us: float, base_us: float) -> EvalRecord:
     rec.compiled = rec.correct = True
     for mode, scale in (("offline", 1.0), ("server", 1.2)):
         baselines = {b: stats(base_us * scale * (1 + 0.01 * i)) for i, b in enumerate(BASELINES)}
-        rec.modes[mode] = ModeResult(mode, stats(cand_us * scale), baselines, floor_us=1.0).finish(M, N, K)
+        rec.modes[mode] = ModeResult(mode, stats(cand_us * scale), baselines, floor_us=1.0).finish(rec.shape)
     return rec
 
 
@@ -319,7 +319,7 @@ def test_a_record_with_disturbed_baselines_does_not_win_the_resumed_row():
         for mode in rec_slow.modes.values():  # the slow kernel's baselines timed 2x too long (a busy host)
             for stats in mode.baselines.values():
                 stats.median_us *= 2
-            mode.finish(*shape)
+            mode.finish(shape)
         assert rec_slow.speedup_best("server") > rec_fast.speedup_best("server")  # it looks better on speedups
         archive.record(Candidate(fast, "list"), rec_fast)
         archive.record(Candidate(slow, "list"), rec_slow)
