@@ -14,6 +14,7 @@ from hgemm.evaluator.local import LocalEvaluator
 from hgemm.evaluator.phases import OUTSIDE, Phases
 
 from hgemm.core.record import EvalRecord, GpuInfo
+from hgemm.core.shape import Shape
 
 FACTS = {"peak_tflops": 760.0, "bandwidth_gbs": 4300.0, "launch_us": 0.7}
 STATS = {"median_us": 20.0, "p10_us": 19.0, "p90_us": 21.0, "n": 15}
@@ -81,7 +82,7 @@ def evaluator_without_gpu() -> LocalEvaluator:
     ev.worker = ScriptedWorker()
     ev._info = GpuInfo(name="NVIDIA H100", cc="9.0", driver="580", sm_count=132, l2_bytes=50 << 20,
                        smem_per_block_optin=232448)  # fmt: skip
-    ev._shape = (256, 256, 256)
+    ev._shape = Shape(256, 256, 256)
     ev.prepared = {"facts": FACTS, "missing": {}}
     return ev
 
