@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": [],
     }
     for s in shapes:
-        p = Problem(*s)
+        p = Problem(Shape(*s))
         p.draw("randn")
         ref = torch.mm(p.a, p.b)
         base = Baselines.on_tensors(p.a, p.b, p.bt, gpu_facts.gpu_key(info), p.stream, info.l2_bytes)

@@ -32,6 +32,8 @@ from hgemm.evaluator.phases import Phases
 from hgemm.evaluator.runner import EARLY_WRITER_CYCLES, Buffers, Shim, StreamDevice, refresh
 from hgemm.evaluator.runner_client import RunnerFailed, RunnerProcess, wait_exit
 
+from hgemm.core.shape import Shape
+
 MAX_SLOTS = 200
 RING_BYTES = 1 << 30  # the offline ring's A and C slots together, at most
 WITNESS_SAMPLES = 40  # samples per timing request, warm-up included (offline 16, server 31)
@@ -43,8 +45,9 @@ SPARES = 2  # runners started ahead of the candidate being evaluated: one initia
 RETIRE_WAIT_S = 5.0  # before timing, how long a runner told to quit may take to exit before it is killed
 
 
-def slots_for(estimate_us: float, M: int, N: int, K: int) -> int:
+def slots_for(estimate_us: float, shape: Shape) -> int:
     """Launches per offline graph, each with its own A and C: enough for about 300 us, within RING_BYTES."""
+    M, N, K = shape
     per_slot = 2 * (M * K + M * N)
     return max(1, min(timing.reps_for(estimate_us), RING_BYTES // per_slot, MAX_SLOTS))
 
@@ -83,12 +86,14 @@ class Judge:
 
     # -- set-up ---------------------------------------------------------------------------------
     def prepare(self, M: int, N: int, K: int, empty_lib: str, runner_shim: str, baselines: bool = True) -> dict:
+        """M, N and K arrive as ints through the worker's pipe and become a validated Shape here."""
         import torch
         from hgemm.evaluator import gpu_facts
         from hgemm.evaluator.baselines import Baselines
         from hgemm.evaluator.cudart import Runtime
         from hgemm.evaluator.problem import Problem
 
+        shape = Shape(M, N, K)
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         torch.cuda.init()
         self.rt = self.rt or Runtime()
@@ -104,8 +109,8 @@ class Judge:
             self.problem.close()
         stream = torch.cuda.Stream()
         self.facts = self.facts or gpu_facts.facts(self.info, stream, empty_lib)
-        slots = slots_for(Problem.estimate_us(M, N, K, stream), M, N, K)
-        self.problem = Problem(self.rt, self.shim, M, N, K, slots, WITNESS_SAMPLES, self.info.l2_bytes,
+        slots = slots_for(Problem.estimate_us(shape, stream), shape)
+        self.problem = Problem(self.rt, self.shim, shape, slots, WITNESS_SAMPLES, self.info.l2_bytes,
                                self.rng.getrandbits(62), stream)
         self.baselines = None
         if baselines:

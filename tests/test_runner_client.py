@@ -17,6 +17,8 @@ from hgemm.evaluator import judge
 from hgemm.evaluator.phases import Phases
 from hgemm.evaluator.runner import derive
 
+from hgemm.core.shape import Shape
+
 TESTS = str(Path(__file__).parent)
 
 
@@ -94,11 +96,11 @@ def test_seeds_derive_the_same_everywhere_and_differ_by_tag():
 
 
 def test_offline_rings_stay_within_their_memory_and_launch_limits():
-    assert judge.slots_for(2.0, 64, 64, 64) == judge.timing.reps_for(2.0)
-    assert judge.slots_for(0.1, 64, 64, 64) == judge.MAX_SLOTS
-    assert judge.slots_for(5.0, 16384, 16384, 128) == 1  # one A and C exceed what a ring may hold ...
+    assert judge.slots_for(2.0, Shape(64, 64, 64)) == judge.timing.reps_for(2.0)
+    assert judge.slots_for(0.1, Shape(64, 64, 64)) == judge.MAX_SLOTS
+    assert judge.slots_for(5.0, Shape(16384, 16384, 128)) == 1  # one A and C exceed what a ring may hold ...
     per_slot = 2 * (4096 * 1024 + 4096 * 4096)
-    assert judge.slots_for(1.0, 4096, 4096, 1024) * per_slot <= judge.RING_BYTES
+    assert judge.slots_for(1.0, Shape(4096, 4096, 1024)) * per_slot <= judge.RING_BYTES
 
 
 def said_something(r: judge.RunnerProcess, within_s: float) -> bool:
