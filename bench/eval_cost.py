@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     shapes = [Shape.of(s) for s in args.shapes.split(",")]
     stages = args.stages.split(",")
     sources = {
-        (f, str(s)): get_family(f).render(get_family(f).default_params(*s)) for s in shapes for f in families
+        (f, str(s)): get_family(f).render(get_family(f).default_params(s)) for s in shapes for f in families
     }
     started = time.perf_counter()
     built = dict(zip(sources, compile_sources(list(sources.values()))))
