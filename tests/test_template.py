@@ -516,3 +516,27 @@ def test_refresh_within_widens_which_outdated_configurations_are_measured_again(
     with pytest.raises(ValueError, match="refresh_within"):
         TemplateProposer(families("r2"), refresh_within=0.9)
     archive.close()
+
+
+def test_the_models_favourite_is_proposed_when_it_is_far_from_every_seed():
+    # 512 x 1024 x 16384: the model's favourite structure (128x128 tiles, 2x1 cluster, K split in four through
+    # the workspace) is at least three single-parameter moves from the family's default (64x128, one
+    # consumer, K split in two inside the cluster's shared memory). It is in the first batch, marked "model".
+    shape = Shape(512, 1024, 16384)
+    fam = FAMILIES["wgmma"]
+    favourite = {"bm": 128, "bn": 128, "cluster_m": 2, "split_k": 4, "split_dsmem": 0}
+
+    def model(family, params, shape_, gpu):
+        base = predict_us(family, params, shape_, gpu)
+        return base / 10 if all(params[k] == v for k, v in favourite.items()) else base
+
+    default = fam.default_params(shape, GPU)
+    assert sum(default[k] != v for k, v in favourite.items()) >= 3
+    p = TemplateProposer({"wgmma": fam}, seed=0, explore=0.0, random_samples=0, model=model)
+    first = p.propose(ctx(shape), 8)
+    hits = [c for c in first if all(c.params[k] == v for k, v in favourite.items())]
+    assert hits and hits[0].note.startswith("model;")
+    assert fam.check(hits[0].params, shape, GPU) is None
+    # Without the model's favourites the first batch does not reach it.
+    q = TemplateProposer({"wgmma": fam}, seed=0, explore=0.0, random_samples=0, model=model, model_seeds=0)
+    assert not [c for c in q.propose(ctx(shape), 8) if all(c.params[k] == v for k, v in favourite.items())]
