@@ -411,7 +411,7 @@ def prompt_command(
     from hgemm.index import Retriever
 
     with Archive() as archive:
-        name = _latest_gpu_name(archive, M, N, K)
+        name = _latest_gpu_name(archive, shape)
         info = gpu_preset(gpu or preset_for_name(name or ""), name if not gpu else None)
         retriever = Retriever(archive, gpu_sm_count=info.sm_count)
         ctx = ProposalContext(shape, info, archive=archive, retriever=retriever)
@@ -434,9 +434,9 @@ def prompt_command(
     )
 
 
-def _latest_gpu_name(archive: ArchiveStore, M: int, N: int, K: int) -> str | None:
+def _latest_gpu_name(archive: ArchiveStore, shape: Shape) -> str | None:
     """The GPU of the newest record on this shape, else of the newest record at all."""
-    rows = archive.attempts(M, N, K, limit=1)
+    rows = archive.attempts(shape, limit=1)
     if rows:
         return rows[0]["gpu"]
     rows = archive.execute("SELECT gpu FROM records ORDER BY id DESC LIMIT 1")

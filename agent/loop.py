@@ -135,9 +135,9 @@ class OptimizeResult:
 class _Reporter:
     """Progress on stderr through rich: a status line, and one line per new best."""
 
-    def __init__(self, enabled: bool, M: int, N: int, K: int):
+    def __init__(self, enabled: bool, shape: Shape):
         self.enabled = enabled
-        self.shape = f"{M}x{N}x{K}"
+        self.shape = str(shape)
         self._status = None
         if enabled:
             from rich.console import Console
@@ -188,7 +188,6 @@ class _Run:
         self.objective = s.objective
         self.quick_modes = MODES if s.quick_server else ("offline",)
         self.shape = shape
-        self.M, self.N, self.K = shape
         self.proposers: list[Proposer] = list(proposers)
         self.evaluator, self.archive, self.retriever = evaluator, archive, retriever
         self.budget, self.finalists, self.batch, self.patience = s.budget, s.finalists, s.batch, s.patience
@@ -420,7 +419,7 @@ class _Run:
             scores[cand.hash] = [s for s, _ in got]
             if self.archive is not None:
                 self.archive.record(cand, confirmed, run_id=self.run_id)
-                self.archive.unrank_search_rows(cand.hash, self.M, self.N, self.K, confirmed.gpu)
+                self.archive.unrank_search_rows(cand.hash, self.shape, confirmed.gpu)
         if not scores:
             self.best = None
             return
@@ -502,7 +501,7 @@ def optimize(
             {"M": M, "N": N, "K": K, "gpu": run.gpu.name, "objective": objective, "quick_server": quick_server,
              **(config or {})},  # fmt: skip
         )
-    report = _Reporter(progress, M, N, K)
+    report = _Reporter(progress, shape)
     pool = ThreadPoolExecutor(max_workers=max(1, len(proposers)), thread_name_prefix="hgemm-propose")
     status, reason = "error", "error"
     try:

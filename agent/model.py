@@ -1,13 +1,14 @@
-"""Analytic pre-ranking of kernel-family configurations: `predict_us(family, params, M, N, K, gpu)` is a rough
+"""Analytic pre-ranking of kernel-family configurations: `predict_us(family, params, shape, gpu)` is a rough
 time in microseconds for one call, from a roofline over tensor-core compute (with wave and tile
-quantisation), L2 → SM traffic and DRAM traffic, plus per-tile and launch costs.
+quantisation, clusters placed whole in a GPC), L2 → SM traffic, DRAM traffic and, for cp.async pipelines,
+load latency, plus per-tile (epilogue, DSMEM reduction) and launch costs.
 
 - It only has to rank configurations of one shape, not predict exact times.
 - Pure: no I/O, no randomness.
 - A configuration that cannot launch (shared memory over the opt-in limit, more than 1024 threads,
   accumulators that must spill) gets `math.inf`.
 - A `Family` object's own `time_factor(params, gpu_name)`, when it has one, corrects for what the model
-  cannot see (a TMA-store epilogue, say).
+  cannot see (ping-pong consumers, say).
 - Parameter names are read case-insensitively, with common aliases (BM/BLOCK_M, SPLIT_K/SPLITK, ...).
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 KERNEL_LAUNCH_US = 2.0  # one kernel in a graph, end to end, with nothing to do
 EXTRA_KERNEL_US = 1.2  # each further kernel (split-K reduction)
@@ -27,6 +29,27 @@ MAX_CTAS_PER_SM = 32
 MAX_ACC_REGS = 192  # fp32 accumulators per thread beyond which a kernel spills
 MAX_THREADS_PER_SM = 2048
 REGS_PER_SM = 65536
+# The constants below were set from the H100 archive of 2026-11-25 (grid100 and shapes-real runs); the
+# numbers they rest on are in experiments/2026-11-26-model-error/README.md.
+#
+# A wgmma kernel without the TMA-store epilogue writes fp16 C from its accumulator fragments with 4-byte
+# stores that fill half of each sector: ~11 GB/s per SM. Configurations that differ only in `epilogue`
+# differ by 92 us per MB of C an SM writes (74 on the H200): a cost per tile, which long K hides and short
+# K does not.
+DIRECT_STORE_BPS = 11e9
+# A cp.async (mma.sync) pipeline keeps `stages - 1` k-blocks of loads in flight per CTA, so with few CTAs
+# per SM (small M, long K) a k-block takes the load latency over that. Set so that the mma_ms times of the
+# shapes with K/(M*N) >= 1e-2 come out right (median measured / predicted 1.72 without this bound, 1.00
+# with it).
+MEMORY_LATENCY_US = 0.7
+# A DSMEM split-K tile parks its slices' partials and sums them between two release/acquire cluster barriers
+# (0.69 us each in the cluster probe of 2026-11-22): the median excess of single-wave DSMEM splits over the
+# model without this term.
+DSMEM_REDUCE_US = 0.9
+# A thread-block cluster runs inside one GPC. SMs per GPC of the 132-SM Hopper parts: a layout that fits the
+# measured residency of DSMEM split-K clusters (it holds 30 clusters of 4 CTAs, 14 of 8, 66 of 2): 128 CTAs
+# in clusters of 4 or 8 take about twice as long as 112 or fewer.
+HOPPER_132_GPC_SMS = (18, 18, 18, 18, 16, 16, 14, 14)
 
 
 @dataclass(frozen=True)
@@ -199,6 +222,20 @@ def _split_warps(warps: int, bm: int, bn: int) -> tuple[int, int]:
     return wm, max(1, warps // wm)
 
 
+def gpc_sms(sm_count: int) -> tuple[int, ...]:
+    """SMs per GPC: the 132-SM Hopper layout, else the SMs spread evenly over GPCs of about 16."""
+    if sm_count == sum(HOPPER_132_GPC_SMS):
+        return HOPPER_132_GPC_SMS
+    gpcs = max(1, round(sm_count / 16.5))
+    base, extra = divmod(sm_count, gpcs)
+    return (base + 1,) * extra + (base,) * (gpcs - extra)
+
+
+def resident_clusters(size: int, ctas_per_sm: int, sm_count: int) -> int:
+    """Clusters of `size` CTAs that fit on the GPU at once, each inside one GPC."""
+    return sum(g * ctas_per_sm // size for g in gpc_sms(sm_count))
+
+
 def ctas_per_sm(tile: Tile, gpu: GpuInfo) -> int:
     """Resident CTAs per SM from shared memory, threads and registers (0: cannot launch)."""
     if tile.threads > 1024 or tile.threads <= 0 or tile.smem_bytes > gpu.smem_per_block_optin:
@@ -225,10 +262,12 @@ class Prediction:
     l2_us: float
     dram_us: float
     fixed_us: float
+    latency_us: float = 0.0  # load latency over the k-blocks in flight (cp.async families)
 
 
-def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: GpuInfo) -> Prediction:
+def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> Prediction:
     """The model's estimate with its parts, for explanation and tests."""
+    M, N, K = shape
     name = family if isinstance(family, str) else family.name
     fam = None if isinstance(family, str) else family
     peaks = gpu_peaks(gpu)
@@ -239,11 +278,19 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
     if occ == 0 or eff <= 0:
         return Prediction(math.inf, 0, occ, math.inf, 0, 0.0, math.inf, math.inf, math.inf, math.inf)
 
-    tm, tn = -(-M // tile.bm), -(-N // tile.bn)
+    # a 2x1 cluster launches both of its CTAs along M, the second one past M too when M ends in the first
+    tm, tn = cdiv(M, tile.bm * tile.cluster_m) * tile.cluster_m, cdiv(N, tile.bn)
     split = min(tile.split_k, -(-K // tile.bk))  # slices beyond the K extent do nothing
+    dsmem = split > 1 and bool(param(params, "split_dsmem", 0))
     k_iters = cdiv(cdiv(K, split), tile.bk)
     tiles = tm * tn * split
     busiest: float = -(-tiles // sms)
+    cluster = split if dsmem else tile.cluster_m  # a DSMEM split runs a tile's slices as one cluster
+    if cluster > 1:
+        slots = resident_clusters(cluster, occ, sms) * cluster
+        # clusters that do not fit wait for the next wave; each full wave puts occ CTAs on an SM
+        if tiles > slots:
+            busiest = max(busiest, (cdiv(tiles, slots) - 1) * occ + 1)
     fixup_bytes = 0.0  # stream-K partials the busiest SM writes and reads
     if param(params, "stream_k", 0) and tile.persistent and split == 1 and tiles % sms:
         # The last partial wave plus one full wave is cut into equal k-block ranges, one per SM; a
@@ -272,6 +319,10 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
         fixed_us = TILE_OVERHEAD_US * (1 + 0.25 * (busiest - 1))
     else:
         fixed_us = rounds * TILE_OVERHEAD_US
+    if tile.wgmma and split == 1 and not param(params, "epilogue", 0):  # C stored from the fragments
+        fixed_us += busiest * tile.bm * tile.bn * 2.0 / DIRECT_STORE_BPS * 1e6
+    if dsmem:
+        fixed_us += rounds * DSMEM_REDUCE_US
 
     if tile.direct:  # every warp loads its own rows of A and columns of B
         per_k = tile.warps_n * tile.bm + tile.warps_m * tile.bn
@@ -288,13 +339,16 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
         miss = 0.05 if param(params, "raster", 0) else 0.12
         dram += max(0.0, l2_bytes - operands) * miss
     kernels = 1
-    if split > 1 and not param(params, "split_dsmem", 0):
+    if split > 1 and not dsmem:
         dram += split * M * N * 4.0 * 2  # fp32 partials written, then read by the reduction
         kernels = 2
     dram_us = dram / peaks.hbm_bps * 1e6
 
+    latency_us = 0.0  # a TMA producer keeps the whole ring in flight, a warp of `small` its own loads
+    if not tile.wgmma and not tile.direct:
+        latency_us = rounds * k_iters * MEMORY_LATENCY_US / max(1, tile.stages - 1)
     p = 3.0
-    body = ((compute_us + fixed_us) ** p + l2_us**p + dram_us**p) ** (1.0 / p)
+    body = ((compute_us + fixed_us) ** p + l2_us**p + dram_us**p + latency_us**p) ** (1.0 / p)
     us = body + KERNEL_LAUNCH_US + (kernels - 1) * EXTRA_KERNEL_US
     if fam is not None and callable(getattr(fam, "time_factor", None)):
         us *= fam.time_factor(params, gpu.name)  # what the family measured that this model cannot see
@@ -309,12 +363,13 @@ def predict(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: Gp
         l2_us=l2_us,
         dram_us=dram_us,
         fixed_us=fixed_us,
+        latency_us=latency_us,
     )
 
 
-def predict_us(family: Any, params: dict[str, Any], M: int, N: int, K: int, gpu: GpuInfo) -> float:
+def predict_us(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> float:
     """Estimated microseconds for one call; `family` is a Family or a family name. Lower ranks first."""
-    return predict(family, params, M, N, K, gpu).us
+    return predict(family, params, shape, gpu).us
 
 
 def spearman(a: list[float], b: list[float]) -> float | None:

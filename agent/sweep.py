@@ -48,7 +48,7 @@ DEFAULT_OUT = Path("bench") / "results"
 
 
 def archived_row(
-    archive: ArchiveStore, M: int, N: int, K: int, gpu: str, objective: str = "both"
+    archive: ArchiveStore, shape: Shape, gpu: str, objective: str = "both"
 ) -> dict[str, Any] | None:
     """A row from the archive's best ranked kernel for the shape on this GPU by `objective`, or None."""
     from hgemm.agent.loop import objective_time
@@ -59,7 +59,7 @@ def archived_row(
         # disturbed sample (the host falling behind the GPU, say) can make a time longer, never shorter,
         # while a record whose baselines were disturbed would otherwise win on its inflated speedups.
         scored = []
-        for row in archive.leaderboard(gpu=gpu, mode="offline", top=ARCHIVED_CANDIDATES, shape=(M, N, K)):
+        for row in archive.leaderboard(gpu=gpu, mode="offline", top=ARCHIVED_CANDIDATES, shape=shape):
             rec = archive.eval_record(row["record_id"])
             if rec is None or not (rec.speedup_best("offline") and rec.speedup_best("server")):
                 continue
@@ -70,7 +70,7 @@ def archived_row(
             return None
         _, _, best, record = max(scored, key=lambda s: s[:2])
     else:
-        best = archive.best(M, N, K, gpu=gpu, mode=objective)
+        best = archive.best(shape, gpu=gpu, mode=objective)
         if best is None:
             return None
         record = archive.eval_record(best["record_id"])
@@ -78,12 +78,10 @@ def archived_row(
         "SELECT sum(stage NOT IN ('confirm-rep', 'confirmed')) AS n, "
         "coalesce(sum(CASE WHEN stage != 'confirmed' THEN json_extract(record, '$.eval_seconds') END), 0) AS s "
         "FROM records WHERE M = ? AND N = ? AND K = ? AND gpu = ?",
-        (M, N, K, gpu),
+        (*shape, gpu),
     )[0]
     return row_from_record(
-        M,
-        N,
-        K,
+        shape,
         record,
         kernel=best["kernel"],
         family=best.get("family"),
@@ -112,26 +110,26 @@ class SearchSettings:
     proposer_factory: Any = None
 
 
-def unfinished(archive: ArchiveStore, M: int, N: int, K: int, gpu: str) -> bool:
+def unfinished(archive: ArchiveStore, shape: Shape, gpu: str) -> bool:
     """Whether the shape's latest sweep search on this GPU did not end ("running" after a killed driver,
     "interrupted", "error"): its archived kernel is then only what that search had found so far."""
     rows = archive.execute(
         "SELECT status FROM runs WHERE command = 'sweep' AND json_extract(config, '$.M') = ? "
         "AND json_extract(config, '$.N') = ? AND json_extract(config, '$.K') = ? "
         "AND json_extract(config, '$.gpu') = ? ORDER BY id DESC LIMIT 1",
-        (M, N, K, gpu),
+        (*shape, gpu),
     )
     return bool(rows) and rows[0]["status"] != "done"
 
 
 def resumable_row(
-    archive: ArchiveStore | None, M: int, N: int, K: int, gpu: str, objective: str
+    archive: ArchiveStore | None, shape: Shape, gpu: str, objective: str
 ) -> dict[str, Any] | None:
     """The archive's row for a shape a resumed sweep need not search again, or None."""
     if archive is None:
         return None
-    row = archived_row(archive, M, N, K, gpu, objective)
-    return None if row is None or unfinished(archive, M, N, K, gpu) else row
+    row = archived_row(archive, shape, gpu, objective)
+    return None if row is None or unfinished(archive, shape, gpu) else row
 
 
 def search_shape(shape: Shape, *, evaluator: Any, archive: ArchiveStore | None, retriever: IndexStore | None,
@@ -144,10 +142,9 @@ def search_shape(shape: Shape, *, evaluator: Any, archive: ArchiveStore | None, 
     make = st.proposer_factory or (
         lambda: [TemplateProposer(seed=st.seed, refresh=st.refresh, refresh_within=st.refresh_within)]
     )
-    M, N, K = shape
     started = time.monotonic()
     result = optimize(
-        Shape(M, N, K),
+        shape,
         proposers=make(),
         evaluator=evaluator,
         archive=archive,
@@ -161,7 +158,7 @@ def search_shape(shape: Shape, *, evaluator: Any, archive: ArchiveStore | None, 
         confirm=st.confirm,
         confirm_reps=st.confirm_reps,
     )
-    row = searched_row(M, N, K, gpu, result, prior, st.objective, st.sanitize, evaluator.gpu_info())
+    row = searched_row(shape, gpu, result, prior, st.objective, st.sanitize, evaluator.gpu_info())
     row["wall_seconds"] = round(time.monotonic() - started, 2)
     return row
 
@@ -200,18 +197,18 @@ def run_sweep(
     bar = _progress(progress)
     with bar:
         task = bar.add_task("sweep", total=len(shapes))
-        for M, N, K in shapes:
-            bar.update(task, description=f"{M}×{N}×{K}")
-            prior = archived_row(archive, M, N, K, gpu, objective) if archive is not None else None
-            row = resumable_row(archive, M, N, K, gpu, objective) if resume and prior is not None else None
+        for shape in shapes:
+            bar.update(task, description=f"{shape.M}×{shape.N}×{shape.K}")
+            prior = archived_row(archive, shape, gpu, objective) if archive is not None else None
+            row = resumable_row(archive, shape, gpu, objective) if resume and prior is not None else None
             if row is None:
                 started = time.monotonic()
                 try:
-                    row = search_shape(Shape(M, N, K), evaluator=evaluator, archive=archive, retriever=retriever,
+                    row = search_shape(shape, evaluator=evaluator, archive=archive, retriever=retriever,
                                        settings=settings, gpu=gpu, prior=prior)  # fmt: skip
                 except Exception as e:
                     # One shape's failure (say, a worker that could not prepare it) ends its own search only.
-                    row = search_failed(M, N, K, gpu, prior, f"{type(e).__name__}: {e}")
+                    row = search_failed(shape, gpu, prior, f"{type(e).__name__}: {e}")
                     row["wall_seconds"] = round(time.monotonic() - started, 2)
             rows.append(row)
             bar.advance(task)
@@ -222,19 +219,19 @@ def run_sweep(
     return rows
 
 
-def searched_row(M: int, N: int, K: int, gpu: str, result: Any, prior: dict[str, Any] | None, objective: str,
+def searched_row(shape: Shape, gpu: str, result: Any, prior: dict[str, Any] | None, objective: str,
                  sanitize: bool, gpu_info: Any) -> dict[str, Any]:  # fmt: skip
     """The report row of a finished search: its best kernel, or the archive's (status "kept") when that one
     scores higher on the objective, unless the sweep sanitizes (it reports only kernels it sanitized)."""
     best = result.best
     spent = sum(r.eval_seconds or 0.0 for _, r in result.results) + getattr(result, "confirm_seconds", 0.0)
-    row = row_from_record(M, N, K, result.best_record, kernel=best.hash if best else None,
+    row = row_from_record(shape, result.best_record, kernel=best.hash if best else None,
                           family=best.family if best else None, proposer=best.proposer if best else None, gpu=gpu,
                           evals=result.evals, gpu_seconds=spent)  # fmt: skip
     if prior is not None and not sanitize and row_score(prior, objective) > row_score(row, objective):
         # What this search spent is still what the row reports.
         row = {**prior, "status": "kept", "evals": row["evals"], "gpu_seconds": row["gpu_seconds"]}
-    row["model_spearman"] = model_rank_correlation(result.results, M, N, K, gpu_info)
+    row["model_spearman"] = model_rank_correlation(result.results, shape, gpu_info)
     row["stop_reason"] = result.stop_reason
     if row.get("status") != "kept":
         conf = getattr(result, "confirmation", None)
@@ -245,12 +242,12 @@ def searched_row(M: int, N: int, K: int, gpu: str, result: Any, prior: dict[str,
 
 
 def search_failed(
-    M: int, N: int, K: int, gpu: str, prior: dict[str, Any] | None, error: str, *, final: bool = False
+    shape: Shape, gpu: str, prior: dict[str, Any] | None, error: str, *, final: bool = False
 ) -> dict[str, Any]:
     """The report row of a search that raised: the archive's kernel where there is one (status "kept"), else
     no kernel (status "failed" when the sweep gave up on the shape: `final`); `error` says what went wrong.
     What the search archived before it raised stays archived."""
-    row = {**prior, "status": "kept"} if prior is not None else row_from_record(M, N, K, None, gpu=gpu)
+    row = {**prior, "status": "kept"} if prior is not None else row_from_record(shape, None, gpu=gpu)
     if prior is None and final:
         row["status"] = "failed"
     return {**row, "evals": 0, "gpu_seconds": 0.0, "error": error[:500]}
@@ -270,9 +267,7 @@ def _line(row: dict[str, Any]) -> str:
     return f"{row['M']}x{row['N']}x{row['K']} {row['status']} {row.get('family') or '-'} {speed}"
 
 
-def model_rank_correlation(
-    results: list[tuple[Any, EvalRecord]], M: int, N: int, K: int, gpu: Any
-) -> float | None:
+def model_rank_correlation(results: list[tuple[Any, EvalRecord]], shape: Shape, gpu: Any) -> float | None:
     """Spearman correlation between the analytic model and measured quick-stage offline times of the
     template candidates of one shape (None with fewer than 4): how far the pre-ranking can be trusted."""
     from hgemm.agent.model import predict_us, spearman
@@ -282,7 +277,7 @@ def model_rank_correlation(
     for cand, rec in results:
         t = rec.median_us("offline") if rec.ok and rec.stage == "quick" else None
         if t is not None and cand.family in FAMILIES and cand.params is not None:
-            pairs.append((predict_us(FAMILIES[cand.family], cand.params, M, N, K, gpu), t))
+            pairs.append((predict_us(FAMILIES[cand.family], cand.params, shape, gpu), t))
     if len(pairs) < 4:
         return None
 

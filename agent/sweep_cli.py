@@ -256,7 +256,7 @@ def _run_here(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
         _gpu_meta(meta, info, 1)
         if limit is not None:
             done = {
-                s: r for s in shapes if resume and (r := resumable_row(archive, *s, info.name, st.objective))
+                s: r for s in shapes if resume and (r := resumable_row(archive, s, info.name, st.objective))
             }
             shapes = _pick(shapes, done, limit)
         retriever = Retriever(archive, gpu_sm_count=info.sm_count)
@@ -312,7 +312,7 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             shared = Locked(archive, threading.RLock())  # the slot threads commit their searches' writes
             if resume:
                 typer.echo(f"checking the archive for {len(shapes)} shapes on {gpu} ...")
-            done = {s: r for s in shapes if resume and (r := resumable_row(archive, *s, gpu, st.objective))}
+            done = {s: r for s in shapes if resume and (r := resumable_row(archive, s, gpu, st.objective))}
             order = schedule([s for s in _pick(shapes, done, limit) if s not in done], done)
             rows = {s: r for s, r in done.items()}
             grid_order = {s: i for i, s in enumerate(shapes)}
@@ -329,12 +329,12 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             retriever.sync()  # up to date before the first search: each slot's process starts from a copy of it
 
             def search(slot: str, shape: Shape) -> dict[str, Any]:
-                prior = archived_row(shared, *shape, gpu, st.objective)
+                prior = archived_row(shared, shape, gpu, st.objective)
                 return slots.search(slot, shape, prior)
 
             def failed(shape: Shape, reason: str) -> dict[str, Any]:
-                prior = archived_row(shared, *shape, gpu, st.objective)
-                return search_failed(*shape, gpu, prior, reason, final=True) | {"wall_seconds": 0.0}
+                prior = archived_row(shared, shape, gpu, st.objective)
+                return search_failed(shape, gpu, prior, reason, final=True) | {"wall_seconds": 0.0}
 
             def on_row(row: dict[str, Any]) -> None:
                 rows[Shape(row["M"], row["N"], row["K"])] = row

@@ -20,6 +20,7 @@ from hgemm.agent.sweep_grid import SHAPE_CLASSES, flop_decade, shape_class
 
 from hgemm.core.paths import write_text_atomic
 from hgemm.core.record import BASELINES, MODES, EvalRecord
+from hgemm.core.shape import Shape
 
 WORST = 10  # shapes listed per mode as the worst
 
@@ -28,9 +29,7 @@ WORST = 10  # shapes listed per mode as the worst
 
 
 def row_from_record(
-    M: int,
-    N: int,
-    K: int,
+    shape: Shape,
     record: EvalRecord | None,
     *,
     kernel: str | None = None,
@@ -43,10 +42,10 @@ def row_from_record(
 ) -> dict[str, Any]:
     """One report row from the best full-stage record of a shape (None: no correct kernel)."""
     row: dict[str, Any] = {
-        "M": M,
-        "N": N,
-        "K": K,
-        "flops": 2 * M * N * K,
+        "M": shape.M,
+        "N": shape.N,
+        "K": shape.K,
+        "flops": shape.flops,
         "gpu": gpu or (record.gpu if record else ""),
         "kernel": kernel or (record.kernel_hash if record else None),
         "family": family,

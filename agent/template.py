@@ -9,6 +9,9 @@ moves, crossover and random samples, ranked by `agent.model.predict_us` scaled b
   shape and GPU. Each candidate names its `parents`.
 - A search's first batch leads with the nearest shape's winner; an `explore` share of every batch is random,
   so the model's blind spots still get measured.
+- The model's own favourites join the pool: every structure of a family (its non-`tuning` parameters, repaired)
+  is predicted once per shape, and the `model_seeds` fastest of each family enter as options, so a search can
+  reach a configuration that is several single-parameter moves from every seed.
 - A configuration whose family now renders a different source is stale and comes back only with its new
   source: the `refresh` fastest within `refresh_within` of the shape's best are re-measured, so a template
   improvement reaches the shapes it helps.
@@ -18,6 +21,7 @@ moves, crossover and random samples, ranked by `agent.model.predict_us` scaled b
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Callable, Iterable
@@ -29,6 +33,7 @@ from hgemm.agent.proposer import Candidate, ProposalContext
 from hgemm.agent.stores import ArchiveStore
 
 from hgemm.core.record import NOT_DEFECTS, EvalRecord, GpuInfo, kernel_hash
+from hgemm.core.shape import Shape
 
 Key = tuple[str, tuple[tuple[str, Any], ...]]
 
@@ -46,6 +51,43 @@ REACH_FLOOR_US = 20.0
 # A template change moves a configuration's time by a few percent: only configurations measured within
 # this factor of the shape's best are worth measuring again as they render now.
 REFRESH_WITHIN = 1.10
+# Structures enumerated per family for the model's favourites: beyond this many combinations, a fixed sample.
+STRUCTURE_LIMIT = 40_000
+_STRUCTURES: dict[tuple[str, int], list[dict[str, Any]]] = {}
+
+
+def family_structures(fam: Any) -> list[dict[str, Any]]:
+    """Every structure of `fam` as a repaired configuration, deduplicated, cached per family object.
+
+    Structure parameters (all but `fam.tuning`) take each value of the space; tuning parameters keep the
+    values of the family's default for a large square shape, with the deepest ring (`repair` keeps the
+    deepest one that fits)."""
+    key = (fam.name, id(fam))
+    if key in _STRUCTURES:
+        return _STRUCTURES[key]
+    space = fam.space
+    try:
+        base = dict(fam.default_params(Shape(4096, 4096, 4096), None) or {})
+    except TypeError:  # a family whose default ignores the GPU
+        base = dict(fam.default_params(Shape(4096, 4096, 4096)) or {})
+    base = {k: base.get(k, values[0]) for k, values in space.items()}
+    if "stages" in space:
+        base["stages"] = max(space["stages"])
+    names = sorted(k for k in space if k not in getattr(fam, "tuning", ()))
+    combos: Iterable[tuple] = itertools.product(*(space[k] for k in names))
+    if math.prod(len(space[k]) for k in names) > STRUCTURE_LIMIT:
+        rng = random.Random(0)
+        combos = [tuple(rng.choice(space[k]) for k in names) for _ in range(STRUCTURE_LIMIT)]
+    repair = getattr(fam, "repair", None)
+    out: dict[Key, dict[str, Any]] = {}
+    for combo in combos:
+        params = {**base, **dict(zip(names, combo))}
+        if callable(repair):
+            params = repair(params)
+        if _in_space(space, params):
+            out.setdefault(config_key(fam.name, params), params)
+    _STRUCTURES[key] = list(out.values())
+    return _STRUCTURES[key]
 
 
 @dataclass
@@ -53,7 +95,7 @@ class _Option:
     family: str
     params: dict[str, Any]
     parents: list[str] = field(default_factory=list)
-    origin: str = ""  # "default", "retrieved", "neighbour", "crossover", "random", "refresh"
+    origin: str = ""  # "default", "retrieved", "model", "neighbour", "crossover", "random", "refresh"
     nearness: int = 0  # a retrieved option's place in retrieval order, nearest shape first
     score: float = math.inf
 
@@ -88,12 +130,12 @@ def _row_key(row: dict[str, Any]) -> Key | None:
     return config_key(fam, params) if isinstance(fam, str) and isinstance(params, dict) else None
 
 
-def archive_attempts(archive: ArchiveStore | None, M: int, N: int, K: int, gpu: GpuInfo) -> list[dict[str, Any]]:
+def archive_attempts(archive: ArchiveStore | None, shape: Shape, gpu: GpuInfo) -> list[dict[str, Any]]:
     """The archive's records of this shape on this GPU (`Archive.attempts`), as dicts with at least
     kernel, family, params, correct, failure_kind and offline_us; empty without an archive."""
     if archive is None:
         return []
-    return list(archive.attempts(M, N, K, gpu=gpu.name))
+    return list(archive.attempts(shape, gpu=gpu.name))
 
 
 class TemplateProposer:
@@ -110,6 +152,7 @@ class TemplateProposer:
         patience: int = 3,
         elites: int = 4,
         random_samples: int = 48,
+        model_seeds: int = 4,
         retrieve_k: int = 5,
         refresh: int = 2,
         refresh_within: float = REFRESH_WITHIN,
@@ -123,6 +166,7 @@ class TemplateProposer:
         self.patience = patience
         self.elites = elites
         self.random_samples = random_samples
+        self.model_seeds = model_seeds
         self.retrieve_k = retrieve_k
         if refresh_within < 1.0:
             raise ValueError(f"refresh_within is a factor of the best time, at least 1.0; not {refresh_within}")
@@ -148,6 +192,7 @@ class TemplateProposer:
         self.predicted: dict[Key, float] = {}  # raw model time, for calibration
         self.family_fails: dict[str, int] = {}
         self.seeds: list[_Option] = []
+        self.favourites: list[_Option] = []  # the model's fastest structures of each family (`_favourites`)
         self.skip_hashes: set[str] = set()
         self.outdated: dict[Key, str] = {}  # archived configurations whose source changed -> old kernel hash
         self._seen_results: set[tuple[str, str]] = set()  # (hash, created) already ingested
@@ -167,7 +212,7 @@ class TemplateProposer:
             return
         self._shape = shape
         self.reset()
-        rows = archive_attempts(ctx.archive, ctx.M, ctx.N, ctx.K, ctx.gpu)
+        rows = archive_attempts(ctx.archive, ctx.shape, ctx.gpu)
         self.skip_hashes = {h for h in map(_hash_of, rows) if h}
         current = {k: self._current_hash(k) for k in {_row_key(r) for r in rows} - {None}}
         fresh = {k for r in rows if (k := _row_key(r)) and current.get(k) == _hash_of(r)}
@@ -180,6 +225,19 @@ class TemplateProposer:
             if key in self.measured and key not in fresh and current.get(key):
                 self.outdated[key] = _hash_of(row) or ""
         self.seeds = self._seed_options(ctx)
+        self.favourites = self._favourites(ctx)
+
+    def _favourites(self, ctx: ProposalContext) -> list[_Option]:
+        """Each family's `model_seeds` structures with the least predicted time on this shape."""
+        out: list[_Option] = []
+        if self.model_seeds <= 0:
+            return out
+        for name, fam in sorted(self.families.items()):
+            timed = [(t, params) for params in family_structures(fam)
+                     if (t := self._raw(ctx, name, params)) is not None]  # fmt: skip
+            timed.sort(key=lambda tp: (tp[0], repr(sorted(tp[1].items()))))
+            out += [_Option(name, dict(params), [], "model") for _t, params in timed[: self.model_seeds]]
+        return out
 
     def _current_hash(self, key: Key) -> str | None:
         """Hash of the source the family renders now for an archived configuration (None if it cannot)."""
@@ -201,9 +259,9 @@ class TemplateProposer:
                 seeds.append(_Option(fam, dict(params), [parent] if parent else [], "retrieved", nearness=i))
         for name, fam in sorted(self.families.items()):
             try:
-                params = fam.default_params(ctx.M, ctx.N, ctx.K, ctx.gpu)
+                params = fam.default_params(ctx.shape, ctx.gpu)
             except TypeError:  # a family whose default ignores the GPU
-                params = fam.default_params(ctx.M, ctx.N, ctx.K)
+                params = fam.default_params(ctx.shape)
             if params:
                 seeds.append(_Option(name, dict(params), [], "default"))
         return seeds
@@ -413,6 +471,8 @@ class TemplateProposer:
                 anchor = math.sqrt(ra * rb) if ra and rb else None
                 for child in self._crossover(fa, pa, pb):
                     add(_Option(fa, child, [ha, hb], "crossover"), anchor)
+        for opt in self.favourites:
+            add(replace(opt, params=dict(opt.params)))
         for name in sorted(self.families):
             for params in self._random(name, self.random_samples):
                 add(_Option(name, params, [], "random"))
@@ -426,9 +486,9 @@ class TemplateProposer:
         fam = self.families.get(family)
         if fam is None or not _in_space(fam.space, params):
             return None
-        if fam.check(params, ctx.M, ctx.N, ctx.K, ctx.gpu) is not None:
+        if fam.check(params, ctx.shape, ctx.gpu) is not None:
             return None
-        raw = self.model(fam, params, ctx.M, ctx.N, ctx.K, ctx.gpu)
+        raw = self.model(fam, params, ctx.shape, ctx.gpu)
         if not math.isfinite(raw) or raw <= 0:
             return None
         self.predicted[key] = raw

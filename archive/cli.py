@@ -16,6 +16,8 @@ from typing import Any
 import typer
 from hgemm.archive.errors import ArchiveError
 
+from hgemm.core.shape import Shape
+
 archive_app = typer.Typer(help="The ranked archive of every attempt.", no_args_is_help=True)
 
 
@@ -25,15 +27,13 @@ def _open(ctx: typer.Context):
     return Archive((ctx.obj or {}).get("db"))
 
 
-def _shape(text: str) -> tuple[int, int, int]:
-    from hgemm.core.shape import Shape
-
+def _shape(text: str) -> Shape:
     parts = text.replace("x", ",").split(",")
     try:
         M, N, K = (int(p) for p in parts)
     except ValueError as e:
         raise ArchiveError(f"--shape wants M,N,K (three integers), got {text!r}") from e
-    return tuple(Shape(M, N, K))
+    return Shape(M, N, K)
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
@@ -174,21 +174,17 @@ def best_cmd(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """The fastest correct kernel for one shape."""
-    from hgemm.core.shape import Shape
-
-    M, N, K = Shape(M, N, K)
+    shape = Shape(M, N, K)
     with _open(ctx) as a:
-        b = a.best(M, N, K, gpu=gpu, mode=mode)
+        b = a.best(shape, gpu=gpu, mode=mode)
     if b is None:
         if as_json:
             _json(None)
-        typer.echo(
-            f"no ranked evaluation of {M}x{N}x{K}" + (f" on {gpu}" if gpu else ""), err=as_json or source
-        )
+        typer.echo(f"no ranked evaluation of {shape}" + (f" on {gpu}" if gpu else ""), err=as_json or source)
         raise typer.Exit(1)
     if as_json:
         return _json(b)
-    _console(err=source).print(_ranked_table(f"best {M}x{N}x{K} ({mode})", [b]))
+    _console(err=source).print(_ranked_table(f"best {shape} ({mode})", [b]))
     if source:
         typer.echo(b["source"], nl=not b["source"].endswith("\n"))
 
@@ -252,11 +248,12 @@ def history_cmd(
     """How the best speedup on a shape improved over time."""
     from rich.table import Table
 
+    shape = Shape(M, N, K)
     with _open(ctx) as a:
-        found = a.history(M, N, K, gpu=gpu, mode=mode)
+        found = a.history(shape, gpu=gpu, mode=mode)
     if as_json:
         return _json(found)
-    t = Table(title=f"improvements on {M}x{N}x{K} ({mode})")
+    t = Table(title=f"improvements on {shape} ({mode})")
     for col in ("when", "kernel", "family", "proposer", "gpu", "speedup", "previous"):
         t.add_column(col)
     for r in found:
@@ -278,12 +275,13 @@ def attempts_cmd(
     """Every attempt on a shape, newest first, failures included."""
     from rich.table import Table
 
+    shape = Shape(M, N, K)
     with _open(ctx) as a:
-        found = a.attempts(M, N, K, gpu=gpu, limit=limit)
-        fails = a.failures(M, N, K, gpu=gpu)
+        found = a.attempts(shape, gpu=gpu, limit=limit)
+        fails = a.failures(shape, gpu=gpu)
     if as_json:
         return _json({"attempts": found, "failures": fails})
-    t = Table(title=f"attempts on {M}x{N}x{K}")
+    t = Table(title=f"attempts on {shape}")
     for col in (
         "record",
         "when",

@@ -12,6 +12,8 @@ from typing import Any
 
 from hgemm.archive.rows import to_dict
 
+from hgemm.core.shape import Shape
+
 ORDER = "e.speedup_best DESC, e.median_us ASC, e.id ASC"
 KERNEL_COLS = "k.family, k.params, k.proposer, k.source"
 
@@ -20,21 +22,21 @@ def _gpu_clause(gpu: str | None, alias: str = "e") -> tuple[str, list[Any]]:
     return (f" AND {alias}.gpu = ?", [gpu]) if gpu else ("", [])
 
 
-def _ranked_gpus(conn: sqlite3.Connection, M: int, N: int, K: int, mode: str) -> list[str | None]:
+def _ranked_gpus(conn: sqlite3.Connection, shape: Shape, mode: str) -> list[str | None]:
     """The GPUs with ranked rows of a shape: a skip-scan of the ranking index, one probe per GPU."""
     base = "SELECT gpu FROM evaluations WHERE mode = ? AND ranked = 1 AND M = ? AND N = ? AND K = ?"
     out: list[str | None] = []
-    if conn.execute(base + " AND gpu IS NULL LIMIT 1", (mode, M, N, K)).fetchone():
+    if conn.execute(base + " AND gpu IS NULL LIMIT 1", (mode, *shape)).fetchone():
         out.append(None)
-    row = conn.execute(base + " AND gpu IS NOT NULL ORDER BY gpu LIMIT 1", (mode, M, N, K)).fetchone()
+    row = conn.execute(base + " AND gpu IS NOT NULL ORDER BY gpu LIMIT 1", (mode, *shape)).fetchone()
     while row is not None:
         out.append(row[0])
-        row = conn.execute(base + " AND gpu > ? ORDER BY gpu LIMIT 1", (mode, M, N, K, row[0])).fetchone()
+        row = conn.execute(base + " AND gpu > ? ORDER BY gpu LIMIT 1", (mode, *shape, row[0])).fetchone()
     return out
 
 
 def best(
-    conn: sqlite3.Connection, M: int, N: int, K: int, gpu: str | None, mode: str, limit: int = 1
+    conn: sqlite3.Connection, shape: Shape, gpu: str | None, mode: str, limit: int = 1
 ) -> list[dict[str, Any]]:
     """The `limit` best ranked rows of a shape. Per GPU the ranking index yields them in order (no sort);
     across GPUs (gpu None) the per-GPU leaders are merged."""
@@ -43,15 +45,15 @@ def best(
         f"WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? AND e.K = ? AND e.gpu IS ? "
         f"ORDER BY {ORDER} LIMIT ?"
     )
-    gpus = [gpu] if gpu else _ranked_gpus(conn, M, N, K, mode)
-    found = [r for g in gpus for r in conn.execute(sql, [mode, M, N, K, g, limit])]
+    gpus = [gpu] if gpu else _ranked_gpus(conn, shape, mode)
+    found = [r for g in gpus for r in conn.execute(sql, [mode, *shape, g, limit])]
     if len(gpus) > 1:
         found.sort(key=lambda r: (-r["speedup_best"], r["median_us"], r["id"]))
     return [to_dict(r) for r in found[:limit]]
 
 
 def leaderboard(
-    conn: sqlite3.Connection, gpu: str | None, mode: str, top: int, shape: tuple[int, int, int] | None
+    conn: sqlite3.Connection, gpu: str | None, mode: str, top: int, shape: Shape | None
 ) -> list[dict[str, Any]]:
     g, gp = _gpu_clause(gpu)
     s, sp = ("", [])
@@ -137,9 +139,7 @@ def lineage(conn: sqlite3.Connection, h: str, max_depth: int = 64) -> dict[str, 
     return {"kernel": me, "ancestors": walk("child", "parent"), "descendants": walk("parent", "child")}
 
 
-def history(
-    conn: sqlite3.Connection, M: int, N: int, K: int, gpu: str | None, mode: str
-) -> list[dict[str, Any]]:
+def history(conn: sqlite3.Connection, shape: Shape, gpu: str | None, mode: str) -> list[dict[str, Any]]:
     g, gp = _gpu_clause(gpu)
     sql = (
         f"SELECT e.*, k.family, k.proposer FROM evaluations e JOIN kernels k ON k.hash = e.kernel "
@@ -147,7 +147,7 @@ def history(
     )
     out: list[dict[str, Any]] = []
     best_so_far: float | None = None
-    for r in conn.execute(sql, [mode, M, N, K, *gp]):
+    for r in conn.execute(sql, [mode, *shape, *gp]):
         d = to_dict(r)
         if best_so_far is None or d["speedup_best"] > best_so_far:
             d["previous_best"] = best_so_far
@@ -168,23 +168,23 @@ MODE_COLS = (
 
 
 def attempts(
-    conn: sqlite3.Connection, M: int, N: int, K: int, gpu: str | None, limit: int | None
+    conn: sqlite3.Connection, shape: Shape, gpu: str | None, limit: int | None
 ) -> list[dict[str, Any]]:
     g, gp = _gpu_clause(gpu, "r")
     sql = (
         f"SELECT {ATTEMPT_COLS}, {MODE_COLS} FROM records r JOIN kernels k ON k.hash = r.kernel "
         f"WHERE r.M = ? AND r.N = ? AND r.K = ?{g} ORDER BY r.created DESC, r.id DESC LIMIT ?"
     )
-    return [to_dict(r) for r in conn.execute(sql, [M, N, K, *gp, -1 if limit is None else limit])]
+    return [to_dict(r) for r in conn.execute(sql, [*shape, *gp, -1 if limit is None else limit])]
 
 
-def failures(conn: sqlite3.Connection, M: int, N: int, K: int, gpu: str | None) -> dict[str, int]:
+def failures(conn: sqlite3.Connection, shape: Shape, gpu: str | None) -> dict[str, int]:
     g, gp = _gpu_clause(gpu, "r")
     sql = (
         f"SELECT r.failure_kind, count(*) FROM records r WHERE r.M = ? AND r.N = ? AND r.K = ?{g} "
         "AND r.failure_kind IS NOT NULL GROUP BY r.failure_kind ORDER BY count(*) DESC"
     )
-    return {kind: n for kind, n in conn.execute(sql, [M, N, K, *gp])}
+    return {kind: n for kind, n in conn.execute(sql, [*shape, *gp])}
 
 
 def records_by_id(conn: sqlite3.Connection, ids: list[int]) -> dict[int, dict[str, Any]]:

@@ -26,6 +26,7 @@ from hgemm.archive.errors import ArchiveError
 
 from hgemm.core.paths import state_dir
 from hgemm.core.record import MODES, EvalRecord, kernel_hash, normalize_source
+from hgemm.core.shape import Shape
 
 HEX = re.compile(r"^[0-9a-f]{1,64}$")
 
@@ -239,14 +240,14 @@ class Archive:
             )
             return self.add_evaluation(h, record, run_id=run_id)
 
-    def unrank_search_rows(self, kernel: str, M: int, N: int, K: int, gpu: str | None) -> int:
+    def unrank_search_rows(self, kernel: str, shape: Shape, gpu: str | None) -> int:
         """A confirmed kernel ranks by its confirmation: its search-time (full-stage) rows on this shape and
         GPU stop ranking. Returns how many rows changed."""
         with self.writer.transaction() as conn:
             cur = conn.execute(
                 "UPDATE evaluations SET ranked = 0 WHERE kernel = ? AND M = ? AND N = ? AND K = ? AND gpu IS ? "
                 "AND ranked = 1 AND stage = 'full'",
-                (kernel, M, N, K, gpu),
+                (kernel, *shape, gpu),
             )
             return cur.rowcount
 
@@ -256,10 +257,8 @@ class Archive:
 
     # ----- ranked queries ------------------------------------------------------------------------------
 
-    def best(
-        self, M: int, N: int, K: int, gpu: str | None = None, mode: str = "offline"
-    ) -> dict[str, Any] | None:
-        found = queries.best(self.conn, M, N, K, gpu, _check_mode(mode), limit=1)
+    def best(self, shape: Shape, gpu: str | None = None, mode: str = "offline") -> dict[str, Any] | None:
+        found = queries.best(self.conn, shape, gpu, _check_mode(mode), limit=1)
         return found[0] if found else None
 
     def leaderboard(
@@ -267,7 +266,7 @@ class Archive:
         gpu: str | None = None,
         mode: str = "offline",
         top: int | None = None,
-        shape: tuple[int, int, int] | None = None,
+        shape: Shape | None = None,
     ) -> list[dict[str, Any]]:
         """Per (shape, GPU), the `top` fastest distinct kernels (default 1), ordered by shape then rank."""
         return queries.leaderboard(self.conn, gpu, _check_mode(mode), top or 1, shape)
@@ -277,21 +276,19 @@ class Archive:
         h = self.require_kernel(hash_or_prefix)["hash"]
         return queries.lineage(self.conn, h)
 
-    def history(
-        self, M: int, N: int, K: int, gpu: str | None = None, mode: str = "offline"
-    ) -> list[dict[str, Any]]:
+    def history(self, shape: Shape, gpu: str | None = None, mode: str = "offline") -> list[dict[str, Any]]:
         """The improvements on a shape in time order: each row beat every ranked row before it."""
-        return queries.history(self.conn, M, N, K, gpu, _check_mode(mode))
+        return queries.history(self.conn, shape, gpu, _check_mode(mode))
 
     def attempts(
-        self, M: int, N: int, K: int, gpu: str | None = None, limit: int | None = None
+        self, shape: Shape, gpu: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """Every record on a shape, newest first, failures included."""
-        return queries.attempts(self.conn, M, N, K, gpu, limit)
+        return queries.attempts(self.conn, shape, gpu, limit)
 
-    def failures(self, M: int, N: int, K: int, gpu: str | None = None) -> dict[str, int]:
+    def failures(self, shape: Shape, gpu: str | None = None) -> dict[str, int]:
         """Failure counts by kind on a shape."""
-        return queries.failures(self.conn, M, N, K, gpu)
+        return queries.failures(self.conn, shape, gpu)
 
     def records_by_id(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """`records` rows (with kernel family/params/proposer) by id, for the index."""

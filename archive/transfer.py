@@ -29,7 +29,9 @@ from hgemm.archive import db as _db
 from hgemm.archive import rows, schema
 from hgemm.archive.errors import ArchiveCorrupt, ArchiveError
 
+from hgemm.core.errors import BadInput
 from hgemm.core.record import BASELINES, EvalRecord, kernel_hash, normalize_source
+from hgemm.core.shape import Shape
 
 FORMAT = "hgemm-archive"
 
@@ -197,6 +199,10 @@ def _merge(archive, lines: Iterator[dict[str, Any]]) -> dict[str, int]:
                 run_ids[line["uid"]] = _merge_run(conn, line, counts)
             elif kind == "record":
                 record = EvalRecord.from_dict(line["record"])
+                try:
+                    Shape(record.M, record.N, record.K)
+                except BadInput as e:
+                    raise ArchiveError(f"record of kernel {record.kernel_hash}: {e}") from None
                 fp = rows.fingerprint(record)
                 if conn.execute("SELECT 1 FROM records WHERE fingerprint = ?", (fp,)).fetchone():
                     counts["skipped"] += 1

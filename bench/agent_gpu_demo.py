@@ -35,11 +35,11 @@ SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096)]
 NEIGHBOUR = (3072, 3072, 3072)
 
 
-def scripted_kernels(gpu, M, N, K, count=4):
+def scripted_kernels(gpu, shape, count=4):
     """Rendered family kernels with parameters the family accepts for this shape and GPU."""
     from hgemm.evaluator.kernels import all_families
 
-    rng = random.Random(M * 7 + N * 3 + K)
+    rng = random.Random(shape.M * 7 + shape.N * 3 + shape.K)
     found = []
     for family in all_families():
         if float(gpu.cc) < family.min_cc:
@@ -47,7 +47,7 @@ def scripted_kernels(gpu, M, N, K, count=4):
         keys = sorted(family.space)
         for _ in range(400):
             params = {k: rng.choice(family.space[k]) for k in keys}
-            if family.check(params, M, N, K, gpu) is None:
+            if family.check(params, shape, gpu) is None:
                 found.append(family.render(params))
                 break
     rng.shuffle(found)
@@ -62,8 +62,8 @@ def script(kernels):
     return steps
 
 
-def run_one(kind, M, N, K, evaluator, archive, retriever, ncu):
-    kernels = scripted_kernels(evaluator.gpu_info(), M, N, K)
+def run_one(kind, shape, evaluator, archive, retriever, ncu):
+    kernels = scripted_kernels(evaluator.gpu_info(), shape)
     with ReplayServer(script(kernels), then=Step(texts=["No further ideas."])) as server:
         backend = OpenAIBackend(
             "replay-demo", base_url=server.base_url, timeout_s=30, retries=2, backoff_s=0.1
@@ -74,7 +74,7 @@ def run_one(kind, M, N, K, evaluator, archive, retriever, ncu):
 
             proposers.append(TemplateProposer(seed=0))
         result = optimize(
-            Shape(M, N, K),
+            shape,
             proposers=proposers,
             evaluator=evaluator,
             archive=archive,
@@ -110,9 +110,9 @@ def main() -> int:
     with LocalEvaluator() as evaluator, Archive() as archive:
         gpu = evaluator.gpu_info()
         retriever = Retriever(archive, gpu_sm_count=gpu.sm_count)
-        for M, N, K in SHAPES:
+        for shape in SHAPES:
             for kind in ("llm", "llm+template"):
-                runs.append(run_one(kind, M, N, K, evaluator, archive, retriever, ncu=not args.no_ncu))
+                runs.append(run_one(kind, Shape(*shape), evaluator, archive, retriever, ncu=not args.no_ncu))
         retriever.sync()
         hits = retriever.similar_shapes(Shape(*NEIGHBOUR), gpu.name, 4)
         ctx = ProposalContext(Shape(*NEIGHBOUR), gpu, archive=archive, retriever=retriever)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hgemm.archive import Archive
 
+from hgemm.core.shape import Shape
 from hgemm.testing.synthetic import SHAPES, attempts
 
 
@@ -51,12 +52,12 @@ def main() -> None:
                                  proposer=at.proposer)  # fmt: skip
                 a.add_evaluation(h, at.record)
     insert_s = time.perf_counter() - t0
-    M, N, K = SHAPES[len(SHAPES) // 2]
+    shape = Shape(*SHAPES[len(SHAPES) // 2])
     queries = {
-        "best": timeit(lambda: a.best(M, N, K)),
+        "best": timeit(lambda: a.best(shape)),
         "leaderboard_all_shapes": timeit(lambda: a.leaderboard(top=3), reps=5),
-        "history": timeit(lambda: a.history(M, N, K), reps=10),
-        "attempts_50": timeit(lambda: a.attempts(M, N, K, limit=50)),
+        "history": timeit(lambda: a.history(shape), reps=10),
+        "attempts_50": timeit(lambda: a.attempts(shape, limit=50)),
         "lineage": timeit(lambda: a.lineage(items[-1].record.kernel_hash)),
         "stats": timeit(a.stats, reps=5),
     }

@@ -101,12 +101,12 @@ def plan(families: list[str], shapes: list[Dims]) -> list[dict]:
     for name in families:
         fam = get_family(name)
         for shape in shapes:
-            for params in [fam.default_params(*shape), *EXPLICIT.get(name, {}).get(shape, [])]:
+            for params in [fam.default_params(Shape(*shape)), *EXPLICIT.get(name, {}).get(shape, [])]:
                 key = (name, shape, tuple(sorted(params.items())))
                 if key in seen:
                     continue
                 seen.add(key)
-                reason = fam.check(params, *shape)
+                reason = fam.check(params, Shape(*shape))
                 rows.append({"family": name, "params": params, "shape": list(shape), "check": reason})
     return rows
 

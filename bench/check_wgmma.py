@@ -109,7 +109,7 @@ def best_stages(params: dict, shape: tuple[int, int, int], most: int = 8) -> dic
     """`params` with the deepest ring (<= most) that passes the family check, or None."""
     for stages in range(most, 1, -1):
         candidate = {**params, "stages": stages}
-        if FAMILY.check(candidate, *shape) is None:
+        if FAMILY.check(candidate, Shape(*shape)) is None:
             return candidate
     return None
 
@@ -196,14 +196,14 @@ def configs_for(
     """(name, params, skip reason) for each named config (or those in `names`), the shape's default, and with
     `sweep` the generated variants."""
     out = []
-    default = FAMILY.default_params(*shape)
+    default = FAMILY.default_params(Shape(*shape))
     named = [(n, p) for n, p in CONFIGS.items() if names is None or n in names]
     extra = list(sweep_configs(shape).items()) if sweep else []
     for name, params in [*named, ("default", default), *extra]:
         if params is None:
             out.append((name, None, "no valid default for this shape"))
         else:
-            out.append((name, params, FAMILY.check(params, *shape)))
+            out.append((name, params, FAMILY.check(params, Shape(*shape))))
     return out
 
 

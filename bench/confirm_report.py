@@ -57,9 +57,7 @@ def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
     from hgemm.core.record import MODES
 
     out = row_from_record(
-        row["M"],
-        row["N"],
-        row["K"],
+        Shape(row["M"], row["N"], row["K"]),
         record,
         kernel=row["kernel"],
         family=row.get("family"),

@@ -56,8 +56,17 @@ def build_base(rows: list[dict], path: Path, vocab: int, context: int) -> dict[s
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
     model.save_pretrained(path)
+    answers = sorted(len(fast(r["completion"])["input_ids"]) for r in rows if "completion" in r)
     return {"architecture": "SmolLM-135M (Llama) configuration, randomly initialised", "parameters":
-            sum(p.numel() for p in model.parameters()), "vocab": fast.vocab_size, "context": context, **SMOLLM_135M}  # fmt: skip
+            sum(p.numel() for p in model.parameters()), "vocab": fast.vocab_size, "context": context,
+            "answer_tokens_median": answers[len(answers) // 2] if answers else None, **SMOLLM_135M}  # fmt: skip
+
+
+def outcomes(metrics: dict[str, Any]) -> str:
+    counts: dict[str, int] = {}
+    for e in metrics["per_shape"]:
+        counts[e["reply"]] = counts.get(e["reply"], 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -83,6 +92,11 @@ def markdown(report: dict[str, Any]) -> str:
             "|---|---|---|---|---|",
             row("before (random init)", report["before"]),
             row("after (LoRA)", report["after"]),
+            "",
+            f"Replies (first candidate per shape): before {outcomes(report['before'])}; after "
+            f"{outcomes(report['after'])}. At most {report['options']['max_new_tokens']} new tokens per reply"
+            + (f"; the training answers' median is {n} tokens" if (n := report["model"].get("answer_tokens_median"))
+               else "") + ".",
             "",
         ]
     )
@@ -137,7 +151,10 @@ def main() -> None:
     date = dt.date.today().isoformat()
     report = {"date": date, "gpu": {"name": gpu.name, "driver": gpu.driver, "cc": gpu.cc}, "archive": args.archive.name,
               "model": model, "card": card, "train": figures, "before": before, "after": after,
-              "seconds": round(time.perf_counter() - started, 1), "options": {k: str(v) for k, v in vars(args).items()}}  # fmt: skip
+              "seconds": round(time.perf_counter() - started, 1),
+              "options": {k: v.name if isinstance(v, Path) else v for k, v in vars(args).items()}}  # fmt: skip
+    for key in ("base_model", "data"):  # paths inside the output folder, relative to it
+        figures[key] = os.path.relpath(figures[key], out)
     name = f"finetune-{re.sub(r'[^A-Za-z0-9]+', '-', gpu.name).strip('-')}-{date}"
     (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / f"{name}.md").write_text(markdown(report))

@@ -37,6 +37,7 @@ from hgemm.evaluator.kernels import FAMILIES
 from hgemm.evaluator.kernels.wgmma_family import TIME_FEATURES, factors_for, time_features
 
 from hgemm.core.record import GpuInfo, kernel_hash
+from hgemm.core.shape import Shape
 
 # Sweeps (by file name) whose stream-K rows timed an earlier stream-K hand-over (row-major float2 partials,
 # replaced by fragment-order float4 ones); their other rows still count.
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 def bare_us(family, params: dict, shape: tuple[int, int, int], gpu: GpuInfo) -> float:
     """The analytic model's time without the family's factors: they are what is being fitted (given the
     family's name, not the family, `predict_us` applies none)."""
-    return predict_us(family.name, params, *shape, gpu)
+    return predict_us(family.name, params, Shape(*shape), gpu)
 
 
 if __name__ == "__main__":

@@ -172,7 +172,11 @@ def write_report(out: Path, report: dict[str, Any]) -> dict[str, Path]:
                      f"{_x(r['best_speedup_so_far'])} |")  # fmt: skip
     lines += [
         "",
-        f"Speedups are offline medians over the best cuBLAS baseline. Command: `{report['command']}`",
+        "Speedups are offline medians over the best cuBLAS baseline. Per request and per turn: the best record of"
+        " the kernels it produced, of either stage (a quick-stage time has fewer samples, and a kernel the budget"
+        " did not promote has only that); per shape: the search's winner at the full stage.",
+        "",
+        f"Command: `{report['command']}`",
         "",
     ]
     paths["md"].write_text("\n".join(lines))
@@ -246,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     report.update(
         gpu={"name": gpu.name, "driver": gpu.driver, "cc": gpu.cc, "sm_count": gpu.sm_count},
         date=dt.date.today().isoformat(), model=model, model_note=note,
-        command="python -m hgemm.bench.llm_turns " + " ".join(argv if argv is not None else sys.argv[1:]),
+        command="python -m hgemm.bench.llm_turns "
+        + " ".join(Path(a).name if Path(a).is_absolute() else a for a in (argv if argv is not None else sys.argv[1:])),
     )  # fmt: skip
     for kind, path in write_report(args.out, report).items():
         print(f"wrote {kind}: {path}")

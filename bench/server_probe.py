@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     from hgemm.evaluator.timing import time_offline, time_server
 
     from hgemm.core.record import BASELINES
+    from hgemm.core.shape import Shape
 
     # Every kernel of every shape, compiled up front in parallel.
     plan: list[tuple[tuple, str, str]] = []  # (shape, label, source)
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         family = get_family(family_name)
         for i, extra in enumerate([{}, *overrides]):
             q = family.repair({**p, **extra}) if extra else p
-            why = extra and (family.check(q, *s) or (q == p and "same as the report kernel"))
+            why = extra and (family.check(q, Shape(*s)) or (q == p and "same as the report kernel"))
             if why:
                 print(f"{s} also{i}: {why}; skipped", file=sys.stderr)
                 continue
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": [],
     }
     for s in shapes:
-        p = Problem(*s)
+        p = Problem(Shape(*s))
         p.draw("randn")
         ref = torch.mm(p.a, p.b)
         base = Baselines.on_tensors(p.a, p.b, p.bt, gpu_facts.gpu_key(info), p.stream, info.l2_bytes)

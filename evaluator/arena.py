@@ -36,6 +36,20 @@ def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+def band_index(starts: torch.Tensor, width: int) -> torch.Tensor:
+    """The byte offsets of bands of `width` bytes starting at `starts`, band after band."""
+    return (starts[:, None] + torch.arange(width, device=starts.device)).reshape(-1)
+
+
+def first_changed(data: torch.Tensor, index: torch.Tensor, saved: torch.Tensor, width: int) -> int | None:
+    """The number of the first band whose bytes (`data[index]`, band after band) differ from `saved`, or
+    None when none does."""
+    same = (data[index] == saved).view(-1, width).all(dim=1)
+    if bool(same.all()):
+        return None
+    return int((~same).nonzero()[0, 0])
+
+
 class Arena:
     def __init__(self, rt: Runtime, regions: list[tuple[str, int, bool]], seed: int):
         rng = random.Random(seed)
@@ -59,12 +73,13 @@ class Arena:
         self.nbytes = offset
         self.base = rt.malloc(offset)
         self.handle = rt.ipc_handle(self.base)
-        self._guard_bits = []
         gen = torch.Generator(device="cuda").manual_seed(rng.getrandbits(62))
         for _name, off, n in self.guards:
-            bits = self._bytes(off, n)
-            bits.random_(0, 256, generator=gen)
-            self._guard_bits.append(bits.clone())
+            self._bytes(off, n).random_(0, 256, generator=gen)
+        starts = torch.tensor([off for _name, off, _n in self.guards], dtype=torch.int64, device="cuda")
+        self._guard_index = band_index(starts, GUARD)
+        self._all = self._bytes(0, self.nbytes)
+        self._guard_bits = self._all[self._guard_index]
 
     def _bytes(self, offset: int, n: int) -> torch.Tensor:
         return torch.as_tensor(_Interface(self.base + offset, (n,), "|u1"), device="cuda")
@@ -82,11 +97,10 @@ class Arena:
         return self.base + self.layout[name][0]
 
     def broken_guard(self) -> str | None:
-        """The region whose guard band changed first, or None when every guard band is intact."""
-        for (name, off, n), bits in zip(self.guards, self._guard_bits):
-            if not torch.equal(self._bytes(off, n), bits):
-                return name
-        return None
+        """The region whose guard band changed first, or None when every guard band is intact (all bands
+        compared at once: one synchronisation, not one per band)."""
+        i = first_changed(self._all, self._guard_index, self._guard_bits, GUARD)
+        return None if i is None else self.guards[i][0]
 
     def close(self) -> None:
         if self.base:

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import torch
 
 from hgemm.core.paths import state_dir, write_text_atomic
+from hgemm.core.shape import Shape
 
 LT_CANDIDATES = 100
 
@@ -31,7 +32,7 @@ class Baselines:
 
     def __init__(self, problem, gpu_key: str, l2_bytes: int):
         p = problem
-        M, N, K, stream = p.M, p.N, p.K, p.stream
+        stream = p.stream
         self.problem = p
         self.calls: dict[str, Callable[[int], None]] = {
             "torch_nn": lambda i: torch.mm(p.a_ring[i], p.b, out=p.c[i]),
@@ -60,7 +61,7 @@ class Baselines:
 
         self.calls["lt_heuristic"] = lt(algos[0])
         contenders = {str(i): (lambda a=a: mm.execute(algorithm=a, stream=stream)) for i, a in enumerate(algos)}
-        best = self._autotuned_index(contenders, gpu_key, M, N, K, stream, l2_bytes)
+        best = self._autotuned_index(contenders, gpu_key, p.shape, stream, l2_bytes)
         self.lt_best_index = best
         self.calls["lt_autotuned"] = lt(algos[best])
 
@@ -74,8 +75,8 @@ class Baselines:
         """Baselines on plain tensors (one slot), for probes outside the judge."""
         (M, K), N = A.shape, B.shape[1]
         out = torch.empty(M, N, dtype=torch.float16, device="cuda")
-        return cls(SimpleNamespace(M=M, N=N, K=K, stream=stream, a=A, b=B, bt=Bt, a_ring=[A], c=[out]), gpu_key,
-                   l2_bytes)
+        return cls(SimpleNamespace(shape=Shape(M, N, K), stream=stream, a=A, b=B, bt=Bt, a_ring=[A], c=[out]),
+                   gpu_key, l2_bytes)
 
     def graphs(self, slots: int) -> dict[str, torch.cuda.CUDAGraph]:
         """One graph per baseline calling it once per slot (captured once per slot count)."""
@@ -89,10 +90,10 @@ class Baselines:
             }
         return self._graphs[slots]
 
-    def _autotuned_index(self, contenders, gpu_key, M, N, K, stream, l2_bytes) -> int:
+    def _autotuned_index(self, contenders, gpu_key: str, shape: Shape, stream, l2_bytes: int) -> int:
         cache = state_dir("baselines") / f"{gpu_key}.json"
         table = json.loads(cache.read_text()) if cache.exists() else {}
-        key = f"{M}x{N}x{K}"
+        key = str(shape)
         hit = table.get(key)
         if hit and hit.get("count") == len(contenders) and hit["index"] < len(contenders):
             return hit["index"]

@@ -488,17 +488,21 @@ def compile_sources(
     use_cache: bool = True,
     check: bool = True,
 ) -> list[CompileResult]:
-    """Compile many sources in parallel (one nvcc per worker thread); results keep the input order."""
+    """Compile many sources in parallel (one nvcc per worker thread); results keep the input order. The cache
+    is brought under its cap afterwards, when this call may have added to it (not after cache hits alone)."""
     find_nvcc()  # fail once, clearly, before any work
     audit.find_objdump()
     _sweep_stale_builds()
-    compile_cache.evict(state_dir("cache"))
     jobs = max(1, jobs or os.cpu_count() or 1)
 
     def one(source: str) -> CompileResult:
         return compile_source(source, archs, timeout_s, extra_flags, use_cache, check)
 
     if jobs == 1 or len(sources) <= 1:
-        return [one(s) for s in sources]
-    with ThreadPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
-        return list(pool.map(one, sources))
+        results = [one(s) for s in sources]
+    else:
+        with ThreadPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
+            results = list(pool.map(one, sources))
+    if not all(r.cached for r in results):
+        compile_cache.evict(state_dir("cache"))
+    return results

@@ -83,6 +83,17 @@ class Runtime:
         self.lib = _c.CDLL(self.path)
         self.lib.cudaGetErrorName.restype = _c.c_char_p
 
+    @classmethod
+    def preloaded(cls) -> Runtime:
+        """The runtime with libcudart and the driver's library loaded and nothing called yet: no device is
+        touched until `init`."""
+        rt = cls()
+        try:
+            _c.CDLL("libcuda.so.1")
+        except OSError:
+            pass  # libcudart reports a missing driver at init
+        return rt
+
     def _call(self, name: str, *args) -> None:
         code = getattr(self.lib, name)(*args)
         if code != 0:

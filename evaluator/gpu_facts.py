@@ -16,6 +16,7 @@ import torch
 
 from hgemm.core.paths import state_dir, write_text_atomic
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 PEAK_HEADROOM = 1.15
 BW_HEADROOM = 1.15
@@ -110,12 +111,13 @@ def facts(info: GpuInfo, stream: torch.cuda.Stream, empty_lib: str) -> dict:
     return f
 
 
-def floor_us(f: dict, M: int, N: int, K: int, mode: str, l2_bytes: int) -> float:
+def floor_us(f: dict, shape: Shape, mode: str, l2_bytes: int) -> float:
     """max(2MNK / peak, bytes moved / bandwidth, graph-launch floor), ceilings with headroom.
 
     Bytes moved: each operand read once and C written once. Offline (warm L2, back to back)
     up to a whole L2 of them may already sit in the cache, so only the excess counts there."""
-    flops_us = 2.0 * M * N * K / (f["peak_tflops"] * PEAK_HEADROOM * 1e12) * 1e6
+    M, N, K = shape
+    flops_us = shape.flops / (f["peak_tflops"] * PEAK_HEADROOM * 1e12) * 1e6
     nbytes = 2 * (M * K + K * N + M * N)
     if mode == "offline":
         nbytes = max(0, nbytes - l2_bytes)

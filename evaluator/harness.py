@@ -22,6 +22,8 @@ import math
 
 import torch
 
+from hgemm.core.shape import Shape
+
 POISON = 0x7E5A  # fp16 NaN with a payload kernels do not produce
 GUARD = 4096  # elements of guard band on each side of every buffer
 WORKSPACE_BYTES = 64 << 20
@@ -68,15 +70,16 @@ class Candidate:
             self.supports_fn.restype = ctypes.c_int
             self.supports_fn.argtypes = [ci, ci, ci]
 
-    def supports(self, M: int, N: int, K: int) -> bool:
-        return True if self.supports_fn is None else bool(self.supports_fn(M, N, K))
+    def supports(self, shape: Shape) -> bool:
+        return True if self.supports_fn is None else bool(self.supports_fn(*shape))
 
 
 class Problem:
     """One shape's buffers, reused for every candidate (fresh values for every check)."""
 
-    def __init__(self, M: int, N: int, K: int, seed: int = 0):
-        self.M, self.N, self.K = M, N, K
+    def __init__(self, shape: Shape, seed: int = 0):
+        M, N, K = shape
+        self.shape, self.M, self.N, self.K = shape, M, N, K
         self.gen = torch.Generator(device="cuda").manual_seed(seed)
         self.A = Guarded(M * K, torch.float16, self.gen)
         self.B = Guarded(K * N, torch.float16, self.gen)

@@ -7,7 +7,8 @@
   read-only too).
 - In a new PID namespace this process stays init (PID 1) and runs the command in a child, so the command
   gets signals and faults as any process does; its exit is passed on (a signal as 128 + its number).
-- Limits come from `sandbox.PROFILES`; core dumps are off.
+- Limits come from `PROFILES`; core dumps are off. This module imports nothing but the standard library: it is
+  the first thing every sandboxed process loads.
 - The `runner` profile installs the seccomp filter last and runs a Python module in this same process
   (`ARGV` = `-m module args...`), since the filter forbids starting a new program; other profiles exec.
 """
@@ -21,9 +22,25 @@ import os
 import resource
 import runpy
 import sys
+from typing import NamedTuple
 
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
 KEEP_WRITABLE = ("/proc", "/sys", "/dev")
+
+
+class Limits(NamedTuple):
+    cpu_s: int | None
+    address_bytes: int | None
+    file_bytes: int
+    open_files: int
+
+
+PROFILES = {
+    # nvcc and what it runs: a compile bomb meets the time limit first, or the address-space limit
+    "compile": Limits(cpu_s=300, address_bytes=16 << 30, file_bytes=512 << 20, open_files=1024),
+    # one candidate's process: no address-space limit (the CUDA driver reserves terabytes of addresses)
+    "runner": Limits(cpu_s=3600, address_bytes=None, file_bytes=256 << 20, open_files=4096),
+}
 
 
 def _mount(source: str | None, target: str, flags: int) -> int:
@@ -60,8 +77,6 @@ def read_only_except(workdir: str) -> None:
 
 
 def set_limits(profile: str) -> None:
-    from hgemm.evaluator.sandbox import PROFILES
-
     lim = PROFILES[profile]
     pairs = [(resource.RLIMIT_FSIZE, lim.file_bytes), (resource.RLIMIT_NOFILE, lim.open_files),
              (resource.RLIMIT_CORE, 0)]

@@ -6,6 +6,7 @@ compute-sanitizer runs go in their own processes; one EvalRecord per source come
 
 - A candidate that hangs or crashes costs one worker, never the caller: the worker is replaced and
   re-prepared for the shape, and the remaining candidates go on.
+- Every record says where its time went (`phases`, seconds per phase; see evaluator/phases.py).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from hgemm.core.shape import Shape
 PREPARE_TIMEOUT_S = 600.0  # first use measures GPU facts and autotunes cuBLASLt
 
 
-def _check_timeout(M: int, N: int, K: int) -> float:
-    return 30.0 + 2 * M * N * K / 2e11  # float64 references of the largest shapes take seconds
+def _check_timeout(shape: Shape) -> float:
+    return 30.0 + shape.flops / 2e11  # float64 references of the largest shapes take seconds
 
 
 class LocalEvaluator:
@@ -32,7 +33,7 @@ class LocalEvaluator:
         self.worker = Worker()
         self.baselines = baselines
         self._info: GpuInfo | None = None
-        self._shape: tuple[int, int, int] | None = None
+        self._shape: Shape | None = None
         self.prepared: dict | None = None
         self._empty_lib: str | None = None
         self._runner_shim: str | None = None
@@ -49,33 +50,38 @@ class LocalEvaluator:
     # -- Evaluator protocol --------------------------------------------------------------------
     def gpu_info(self) -> GpuInfo:
         if self._info is None:
-            self._prepare(64, 64, 64)
+            self._prepare(Shape(64, 64, 64))
         return self._info
 
     def evaluate(self, sources, shape, *, stage="full", modes=("offline", "server"), ncu=False, sanitize=False):
         from hgemm.evaluator.compile import compile_sources
 
-        M, N, K = Shape.of(shape)
+        shape = Shape.of(shape)
         modes = tuple(modes)
         compiled = compile_sources(list(sources))
         records: list[EvalRecord] = []
         for source, comp in zip(sources, compiled):
-            rec = EvalRecord(kernel_hash=kernel_hash(source), M=M, N=N, K=K, stage=stage)
+            rec = EvalRecord(kernel_hash=kernel_hash(source), M=shape.M, N=shape.N, K=shape.K, stage=stage)
             records.append(rec)
             rec.compiled = comp.ok
             rec.resources = _resources(comp)
+            rec.phases["compile"] = round(comp.seconds, 4)
             if not comp.ok:
                 rec.fail(comp.failure_kind or "compile_error", comp.message or comp.log)
                 continue
             started = time.perf_counter()
-            self._evaluate_one(rec, comp.lib_path, M, N, K, stage, modes)
+            self._evaluate_one(rec, comp.lib_path, shape, stage, modes)
             if rec.ok and (ncu or sanitize):
                 from hgemm.evaluator import profile
 
                 if ncu:
-                    rec.ncu = profile.ncu_metrics(comp.lib_path, M, N, K)
+                    t = time.perf_counter()
+                    rec.ncu = profile.ncu_metrics(comp.lib_path, shape)
+                    rec.phases["ncu"] = round(time.perf_counter() - t, 4)
                 if sanitize:
-                    problem = profile.sanitize(comp.lib_path, M, N, K)
+                    t = time.perf_counter()
+                    problem = profile.sanitize(comp.lib_path, shape)
+                    rec.phases["sanitize"] = round(time.perf_counter() - t, 4)
                     if problem:
                         rec.fail("sanitizer", problem)
             rec.eval_seconds = time.perf_counter() - started
@@ -85,33 +91,42 @@ class LocalEvaluator:
         return records
 
     # -- steps ----------------------------------------------------------------------------------
-    def _prepare(self, M: int, N: int, K: int) -> None:
-        if self._shape == (M, N, K) and self.worker.alive:
-            return
+    def _prepare(self, shape: Shape) -> bool:
+        """Make the worker ready for the shape; whether that took any work."""
+        if self._shape == shape and self.worker.alive:
+            return False
         if self._empty_lib is None:
             self._empty_lib = _compile_shim("empty.cu")
             self._runner_shim = _compile_shim("runner.cu", trusted=True)
-        reply = self.worker.request("prepare", PREPARE_TIMEOUT_S, M=M, N=N, K=K, empty_lib=self._empty_lib,
-                                    runner_shim=self._runner_shim, baselines=self.baselines)
+        reply = self.worker.request("prepare", PREPARE_TIMEOUT_S, M=shape.M, N=shape.N, K=shape.K,
+                                    empty_lib=self._empty_lib, runner_shim=self._runner_shim,
+                                    baselines=self.baselines)
         self._info = GpuInfo(**reply["gpu"])
         self.prepared = reply
-        self._shape = (M, N, K)
+        self._shape = shape
+        return True
 
-    def _evaluate_one(self, rec: EvalRecord, lib: str, M: int, N: int, K: int, stage: str, modes) -> None:
+    def _evaluate_one(self, rec: EvalRecord, lib: str, shape: Shape, stage: str, modes) -> None:
         from hgemm.evaluator.gpu_facts import floor_us
 
         cid = rec.kernel_hash
         try:
-            self._prepare(M, N, K)
-            result = self.worker.request("check", 60.0 + 8 * _check_timeout(M, N, K), cid=cid, lib=lib, stage=stage)
+            t = time.perf_counter()
+            if self._prepare(shape):
+                rec.phases["prepare"] = round(time.perf_counter() - t, 4)
+            result = self.worker.request("check", 60.0 + 8 * _check_timeout(shape), cid=cid, lib=lib, stage=stage)
+            rec.phases.update(result.get("phases") or {})
             rec.max_rel_err = result.get("max_rel_err")
             rec.ref_rel_err = result.get("ref_rel_err")
             if result["failure"]:
                 rec.fail(*result["failure"])
                 return
             rec.correct = True
-            times = self.worker.request("time", 300.0 + 4 * _check_timeout(M, N, K), cid=cid, modes=list(modes), stage=stage)
+            times = self.worker.request("time", 300.0 + 4 * _check_timeout(shape), cid=cid, modes=list(modes), stage=stage)
+            rec.phases.update(times.pop("phases", None) or {})  # the check's phases again, and the timing's
+            t = time.perf_counter()
             self.worker.request("forget", 10.0, cid=cid)
+            rec.phases["teardown"] = round(time.perf_counter() - t, 4)
             if times.get("failure"):  # a timed launch did not do its work, or the runner died
                 rec.correct = False
                 rec.fail(*times["failure"])
@@ -127,9 +142,9 @@ class LocalEvaluator:
         facts, l2 = self.prepared["facts"], self._info.l2_bytes
         for mode, stats in times.items():
             cand = Stats(**stats.pop("candidate"))
-            floor = floor_us(facts, M, N, K, mode, l2)
+            floor = floor_us(facts, shape, mode, l2)
             rec.modes[mode] = ModeResult(mode=mode, candidate=cand, baselines={b: Stats(**s) for b, s in stats.items()},
-                                         floor_us=floor).finish(M, N, K)
+                                         floor_us=floor).finish(shape)
             if cand.median_us < floor:
                 rec.fail("suspicious_speed", f"{mode}: {cand.median_us:.2f} us is below the physical floor {floor:.2f} us")
 
@@ -138,21 +153,22 @@ class LocalEvaluator:
         from hgemm.evaluator import baseline_cache
         from hgemm.evaluator.gpu_facts import floor_us, gpu_key
 
-        M, N, K = Shape.of(shape)
-        self._prepare(M, N, K)
+        shape = Shape.of(shape)
+        self._prepare(shape)
         key = gpu_key(self._info)
-        times = {m: None if fresh else baseline_cache.load(key, M, N, K, m) for m in modes}
+        times = {m: None if fresh else baseline_cache.load(key, shape, m) for m in modes}
         todo = [m for m, t in times.items() if t is None]
         if todo:
             measured = self.worker.request("time_baselines", 300.0, modes=todo)
             for m, t in measured.items():
-                baseline_cache.store(key, M, N, K, m, t)
+                baseline_cache.store(key, shape, m, t)
                 times[m] = t
         facts, l2 = self.prepared["facts"], self._info.l2_bytes
         return {
-            "M": M, "N": N, "K": K, "gpu": self._info.name, "driver": self._info.driver, "facts": facts,
-            "missing": self.prepared.get("missing", {}), "cached": [m for m in modes if m not in todo],
-            "modes": {m: {"floor_us": floor_us(facts, M, N, K, m, l2), "baselines": times[m]} for m in modes},
+            "M": shape.M, "N": shape.N, "K": shape.K, "gpu": self._info.name, "driver": self._info.driver,
+            "facts": facts, "missing": self.prepared.get("missing", {}),
+            "cached": [m for m in modes if m not in todo],
+            "modes": {m: {"floor_us": floor_us(facts, shape, m, l2), "baselines": times[m]} for m in modes},
         }
 
 

@@ -14,13 +14,17 @@ from hgemm.evaluator.arena import WORKSPACE_BYTES, Arena
 from hgemm.evaluator.harness import POISON, CheckFailed, cublas_error, draw_into, verify_result
 from hgemm.evaluator.runner import Shim, derive
 
+from hgemm.core.shape import Shape
+
 WITNESS_TOLERANCE = 8 * 2.0**-11  # times sqrt(sum of squared terms): 8x an fp16 rounding of every term
 
 
 class Problem:
-    def __init__(self, rt, shim: Shim, M: int, N: int, K: int, slots: int, witness_samples: int, l2_bytes: int,
+    def __init__(self, rt, shim: Shim, shape: Shape, slots: int, witness_samples: int, l2_bytes: int,
                  seed: int, stream: torch.cuda.Stream):
-        self.M, self.N, self.K, self.slots, self.stream, self.shim, self.rt = M, N, K, slots, stream, shim, rt
+        M, N, K = shape
+        self.shape, self.M, self.N, self.K = shape, M, N, K
+        self.slots, self.stream, self.shim, self.rt = slots, stream, shim, rt
         rows = witness_samples * slots
         regions = [("A", 2 * slots * M * K, True), ("B", 2 * K * N, True), ("Bt", 2 * N * K, True),
                    *((f"C{i}", 2 * M * N, True) for i in range(slots)), ("W", WORKSPACE_BYTES, True),
@@ -46,11 +50,12 @@ class Problem:
         self._scratch: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @staticmethod
-    def estimate_us(M: int, N: int, K: int, stream: torch.cuda.Stream) -> float:
+    def estimate_us(shape: Shape, stream: torch.cuda.Stream) -> float:
         """torch.matmul's time on this shape, from a graph of three launches: it sizes the offline graphs
         (the same for every contender)."""
         from hgemm.evaluator.timing import capture
 
+        M, N, K = shape
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn(K, N, device="cuda", dtype=torch.float16)
         c = torch.empty(M, N, device="cuda", dtype=torch.float16)
@@ -65,7 +70,7 @@ class Problem:
         return start.elapsed_time(end) * 1000.0 / 3
 
     def check_timeout(self) -> float:
-        return 30.0 + 2 * self.M * self.N * self.K / 2e11  # float64 references of the largest shapes take seconds
+        return 30.0 + self.shape.flops / 2e11  # float64 references of the largest shapes take seconds
 
     def close(self) -> None:
         torch.cuda.synchronize()

@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import sys
 
+from hgemm.core.shape import Shape
+
 # name in the record -> ncu metric
 NCU_METRICS = {
     "duration_ns": "gpu__time_duration.sum",
@@ -28,19 +30,20 @@ NCU_METRICS = {
     "shared_mem_per_block": "launch__shared_mem_per_block",
 }
 # stall reasons: warps stalled for that reason per issued instruction (the WarpStateStats section's figures)
-STALL_REASONS = ("long_scoreboard", "barrier", "mio_throttle", "short_scoreboard", "wait", "math_pipe_throttle",
-                 "lg_throttle", "membar", "sleeping", "dispatch_stall", "not_selected")  # fmt: skip
+STALL_REASONS = ("long_scoreboard", "barrier", "gmma", "mio_throttle", "short_scoreboard", "wait", "math_pipe_throttle",
+                 "lg_throttle", "membar", "sleeping", "dispatch_stall", "no_instruction", "branch_resolving",
+                 "not_selected")  # fmt: skip
 NCU_METRICS.update(
     {f"stall_{r}": f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS}
 )
 _UNKNOWN_METRIC = re.compile(r"Failed to find metric (\S+?)\.?\s*$", re.M)
 
 
-def _target(lib: str, M: int, N: int, K: int) -> list[str]:
-    return [sys.executable, "-m", "hgemm.evaluator.target", lib, str(M), str(N), str(K)]
+def _target(lib: str, shape: Shape) -> list[str]:
+    return [sys.executable, "-m", "hgemm.evaluator.target", lib, *map(str, shape)]
 
 
-def ncu_metrics(lib: str, M: int, N: int, K: int, timeout_s: float = 300) -> dict:
+def ncu_metrics(lib: str, shape: Shape, timeout_s: float = 300) -> dict:
     """The fixed metric set for the candidate's longest kernel, plus how many kernels it launched."""
     ncu = shutil.which("ncu")
     if ncu is None:
@@ -48,7 +51,7 @@ def ncu_metrics(lib: str, M: int, N: int, K: int, timeout_s: float = 300) -> dic
     metrics = dict(NCU_METRICS)
     for _ in range(2):  # a metric this ncu version does not know is dropped, and ncu run once more
         cmd = [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", "hgemm/", "--csv", "--page", "raw",
-               "--metrics", ",".join(metrics.values()), *_target(lib, M, N, K)]  # fmt: skip
+               "--metrics", ",".join(metrics.values()), *_target(lib, shape)]  # fmt: skip
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -83,7 +86,7 @@ def _csv_rows(text: str) -> list[dict]:
     return rows[1:] if rows and not any(ch.isdigit() for ch in str(rows[0].get("ID", ""))) else rows
 
 
-def sanitize(lib: str, M: int, N: int, K: int, timeout_s: float = 600) -> str | None:
+def sanitize(lib: str, shape: Shape, timeout_s: float = 600) -> str | None:
     """None when memcheck and racecheck are clean, else the first errors they reported."""
     tool = shutil.which("compute-sanitizer")
     if tool is None:
@@ -91,7 +94,7 @@ def sanitize(lib: str, M: int, N: int, K: int, timeout_s: float = 600) -> str | 
 
         raise HgemmError("compute-sanitizer not found on PATH: --sanitize needs it (it ships with the CUDA toolkit)")
     for check in ("memcheck", "racecheck"):
-        cmd = [tool, "--tool", check, "--error-exitcode", "86", *_target(lib, M, N, K)]
+        cmd = [tool, "--tool", check, "--error-exitcode", "86", *_target(lib, shape)]
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -7,8 +7,10 @@
   check of the candidate's output is made by the judge, in another process, on memory the judge owns.
 - It imports neither torch nor the judge; requests and replies are JSON lines on their own pipes (the
   candidate's output on stdout or stderr cannot reach them).
+- It boots (sandbox, interpreter, imports, the CUDA libraries loaded) without touching the GPU, then waits
+  for `init` before it creates its CUDA context: the judge sends that only while nothing is timed.
 - The inputs of every timed sample come from a seed (`refresh`), so the judge can regenerate them, and
-  after every timed sample `witness` reduces each output against a vector drawn from that seed.
+  after every timed sample `witnesses` reduces each output against a vector drawn from that seed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import random
 import struct
 import sys
+import time
 
 from hgemm.evaluator import timing
 from hgemm.evaluator.cudart import CudaError, Runtime
@@ -86,14 +89,18 @@ def refresh(shim: Shim, buf: Buffers, M: int, K: int, slots: int, seed: int, str
     shim.fill(buf["A"], slots * M * K, derive(seed, 1), 1.0, stream)
 
 
-def witness(rt: Runtime, shim: Shim, buf: Buffers, M: int, N: int, slot: int, index: int, seed: int,
-            stream: int) -> None:
-    """Row sums of C{slot} against the vector of `seed`, into witness row block `index` (its count of
-    unwritten or non-finite elements starts from zero)."""
-    rows = index * M
-    rt.memset_async(buf["wbad"] + 8 * index, 0, 8, stream)
-    shim.witness(buf[f"C{slot}"], M, N, derive(seed, 3), buf["wy"] + 8 * rows, buf["wy2"] + 8 * rows,
-                 buf["wbad"] + 8 * index, stream)
+def witnesses(rt: Runtime, shim: Shim, buf: Buffers, M: int, N: int, slots: int, sample: int, seed: int,
+              stream: int) -> None:
+    """Row sums of C0..C{slots-1} against the vector of `seed`, into witness row blocks sample * slots + slot
+    (their counts of unwritten or non-finite elements start from zero, cleared by one memset)."""
+    first = sample * slots
+    rt.memset_async(buf["wbad"] + 8 * first, 0, 8 * slots, stream)
+    x_seed = derive(seed, 3)
+    for slot in range(slots):
+        index = first + slot
+        rows = index * M
+        shim.witness(buf[f"C{slot}"], M, N, x_seed, buf["wy"] + 8 * rows, buf["wy2"] + 8 * rows,
+                     buf["wbad"] + 8 * index, stream)
 
 
 class StreamDevice:
@@ -155,14 +162,16 @@ class StreamDevice:
 class Session:
     """What a runner holds: the runtime, the judge's buffers, the shim, and the one candidate."""
 
-    def __init__(self) -> None:
-        self.rt = Runtime()
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
         self.rt.init()
         self.lib = None
         self.graphs: dict[str, tuple[int, int]] = {}  # name -> (graph exec, launches)
 
     def open(self, arena: str, layout: dict, shim: str, lib: str, M: int, N: int, K: int, l2_bytes: int,
              slots: int) -> dict:
+        """M, N and K come as JSON ints from the judge, which validated them as a Shape; they stay ints here
+        (a runner imports nothing of hgemm.core)."""
         self.M, self.N, self.K, self.slots = int(M), int(N), int(K), int(slots)
         self.base = self.rt.ipc_open(arena)
         self.buf = Buffers(self.base, layout)
@@ -245,8 +254,7 @@ class Session:
             refresh(self.shim, self.buf, M, K, slots, seed, self.stream)
 
         def on_after(_name: str, index: int, seed: int) -> None:
-            for slot in range(slots):
-                witness(self.rt, self.shim, self.buf, M, N, slot, index * slots + slot, seed, self.stream)
+            witnesses(self.rt, self.shim, self.buf, M, N, slots, index, seed, self.stream)
 
         dev = StreamDevice(self.rt, self.stream, self.shim, {name: lambda: self.rt.graph_launch(exe, self.stream)},
                            self.flush_ptr, self.flush_bytes, on_refresh, on_after)
@@ -266,14 +274,26 @@ OPS = ("open", "call", "call_after_writer", "capture", "replay", "time")
 
 
 def serve(requests, replies) -> None:
-    """Initialise the runtime (a spare runner waits here, ready), then answer requests until `quit`."""
+    """Boot: load the CUDA libraries, touching no device. Then, on `init`, initialise the runtime (a spare
+    runner waits there, ready) and answer requests until `quit`."""
     try:
-        session = Session()
+        rt = Runtime.preloaded()
+    except OSError as e:
+        replies.write(json.dumps({"ready": False, "error": str(e)[:300]}) + "\n")
+        replies.flush()
+        return
+    booted = time.monotonic()
+    if json.loads(requests.readline() or "{}").get("op") != "init":
+        return
+    started = time.perf_counter()
+    try:
+        session = Session(rt)
     except (CudaError, OSError) as e:
         replies.write(json.dumps({"ready": False, "error": str(e)[:300]}) + "\n")
         replies.flush()
         return
-    replies.write(json.dumps({"ready": True}) + "\n")
+    ready = {"ready": True, "booted": booted, "cuda_s": time.perf_counter() - started}
+    replies.write(json.dumps(ready) + "\n")
     replies.flush()
     for line in requests:
         msg = json.loads(line)
@@ -290,7 +310,7 @@ def serve(requests, replies) -> None:
         replies.flush()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, required=True)
     parser.add_argument("--replies", type=int, required=True)
@@ -300,8 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)  # the candidate's prints (host or device), and ours, go to the log only
     sys.stdout = sys.stderr
     serve(requests, replies)
-    return 0
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown, no exit-time code of the candidate's: the judge waits for this
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

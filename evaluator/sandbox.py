@@ -26,27 +26,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from hgemm.evaluator.jail import PROFILES
+
 from hgemm.core.paths import state_dir
 
 PASSED_ENV = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
               "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "LANG", "LC_ALL",
               "HGEMM_HOME")
-
-
-@dataclass(frozen=True)
-class Limits:
-    cpu_s: int | None
-    address_bytes: int | None
-    file_bytes: int
-    open_files: int
-
-
-PROFILES = {
-    # nvcc and what it runs: a compile bomb meets the time limit first, or the address-space limit
-    "compile": Limits(cpu_s=300, address_bytes=16 << 30, file_bytes=512 << 20, open_files=1024),
-    # one candidate's process: no address-space limit (the CUDA driver reserves terabytes of addresses)
-    "runner": Limits(cpu_s=3600, address_bytes=None, file_bytes=256 << 20, open_files=4096),
-}
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,15 @@ import sys
 
 
 def main(argv: list[str]) -> int:
+    """M, N and K arrive as command-line integers and become a validated Shape here."""
     import numpy as np
     import torch
     from hgemm.evaluator.harness import WORKSPACE_BYTES, Candidate
 
-    lib, M, N, K = argv[0], *map(int, argv[1:4])
+    from hgemm.core.shape import Shape
+
+    lib = argv[0]
+    M, N, K = Shape(*map(int, argv[1:4]))
     rng = np.random.default_rng(0)
     a = torch.from_numpy(rng.standard_normal((M, K)).astype(np.float16)).cuda()
     b_host = rng.standard_normal((K, N)).astype(np.float16)

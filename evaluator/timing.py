@@ -22,9 +22,10 @@ import gc
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from hgemm.core.record import Stats
+if TYPE_CHECKING:  # imported where used: a runner needs none of hgemm.core
+    from hgemm.core.record import Stats
 
 RETRIES = 3  # attempts per server sample, at most, before giving up on it
 HEAD_START_CYCLES = 100_000  # a one-thread spin (about 50-100 us) before each flush: the host's head start
@@ -54,6 +55,8 @@ class Device(Protocol):
 
 def quantiles(samples: Sequence[float]) -> Stats:
     """Median, p10 and p90 (linear interpolation, as numpy and torch compute them)."""
+    from hgemm.core.record import Stats
+
     v = sorted(samples)
     if not v:
         raise ValueError("no samples")

@@ -3,7 +3,8 @@
 - One request at a time, each with a time limit; a request that runs out of time, or a child that dies,
   kills the child and raises `WorkerFailed(kind, message)`; the caller starts a fresh one and goes on.
 - The child serves the methods of `session` (module:Class), by default the judge (evaluator/judge.py),
-  which loads no candidate code itself: candidates run in runner processes the judge starts.
+  which loads no candidate code itself: candidates run in runner processes the judge starts. On `quit` the
+  session's `close`, where it has one, ends what it started.
 - The child's stderr goes to a log file under the state root, whose tail explains a crash.
 """
 
@@ -113,6 +114,7 @@ def _child_main(conn, log_path: str, session: str) -> None:
         except EOFError:
             return
         if op == "quit":
+            getattr(session, "close", lambda: None)()
             return
         try:
             conn.send(("ok", getattr(session, op)(**args)))

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from hgemm.core.shape import Shape
+
 DEFAULT_SM_COUNT = 132  # H100 SXM
 TILES = ((128, 128), (128, 256), (64, 128))  # common CTA tiles for the wave features
 
@@ -30,8 +32,9 @@ FEATURE_NAMES = (
 SHAPE_DIM = len(FEATURE_NAMES)
 
 
-def shape_features(M: int, N: int, K: int, sm_count: int = DEFAULT_SM_COUNT) -> np.ndarray:
-    """The scaled feature vector of (M, N, K) on a GPU with `sm_count` SMs."""
+def shape_features(shape: Shape, sm_count: int = DEFAULT_SM_COUNT) -> np.ndarray:
+    """The scaled feature vector of a shape on a GPU with `sm_count` SMs."""
+    M, N, K = shape
     sm = max(1, int(sm_count or DEFAULT_SM_COUNT))
     lm, ln, lk = math.log2(M), math.log2(N), math.log2(K)
     intensity = (M * N * K) / (M * K + K * N + M * N)  # flops per fp16 byte moved, halved: 2MNK / 2(...)
@@ -44,7 +47,7 @@ def shape_features(M: int, N: int, K: int, sm_count: int = DEFAULT_SM_COUNT) -> 
     return np.asarray(f, dtype=np.float32)
 
 
-def shapes_matrix(shapes: list[tuple[int, int, int]], sm_count: int = DEFAULT_SM_COUNT) -> np.ndarray:
+def shapes_matrix(shapes: list[Shape], sm_count: int = DEFAULT_SM_COUNT) -> np.ndarray:
     if not shapes:
         return np.zeros((0, SHAPE_DIM), dtype=np.float32)
-    return np.stack([shape_features(M, N, K, sm_count) for M, N, K in shapes])
+    return np.stack([shape_features(shape, sm_count) for shape in shapes])

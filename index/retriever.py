@@ -37,7 +37,7 @@ class Retriever:
         self.sm_count = int(gpu_sm_count or DEFAULT_SM_COUNT)
         self.store = IndexStore(archive, Path(path) if path else state_dir("index"), self.sm_count)
         self._synced = False
-        self._shapes: dict[str | None, tuple[list[tuple[int, int, int]], faiss.Index]] = {}
+        self._shapes: dict[str | None, tuple[list[Shape], faiss.Index]] = {}
 
     # ----- keeping up with the archive -----------------------------------------------------------------
 
@@ -64,12 +64,12 @@ class Retriever:
 
     # ----- similar shapes ------------------------------------------------------------------------------
 
-    def _shape_index(self, gpu: str | None) -> tuple[list[tuple[int, int, int]], faiss.Index]:
+    def _shape_index(self, gpu: str | None) -> tuple[list[Shape], faiss.Index]:
         if gpu not in self._shapes:
             sql = "SELECT DISTINCT M, N, K FROM evaluations WHERE ranked = 1" + (
                 " AND gpu = ?" if gpu else ""
             )
-            shapes = [tuple(r) for r in self.archive.execute(sql, (gpu,) if gpu else ())]
+            shapes = [Shape(*r) for r in self.archive.execute(sql, (gpu,) if gpu else ())]
             idx = faiss.IndexFlatL2(shapes_matrix([]).shape[1])
             if shapes:
                 idx.add(shapes_matrix(shapes, self.sm_count))
@@ -84,19 +84,19 @@ class Retriever:
     def similar_shapes(self, shape: Shape, gpu: str | None = None, k: int = 5) -> list[dict[str, Any]]:
         """Best kernels of the k nearest ranked shapes: hash, family, params, source, shape, per-mode
         speedup_best / median_us / best_baseline, and the shape distance."""
-        M, N, K = Shape.of(shape)
+        shape = Shape.of(shape)
         self._ready()
         shapes, idx = self._shape_index(gpu)
         if not shapes:
             return []
-        q = shape_features(M, N, K, self.sm_count).reshape(1, -1)
+        q = shape_features(shape, self.sm_count).reshape(1, -1)
         dist, nos = idx.search(q, min(k, len(shapes)))
         out = []
         for d, n in zip(dist[0], nos[0]):
             if n < 0:
                 continue
-            sM, sN, sK = shapes[n]
-            per_mode = {m: self.archive.best(sM, sN, sK, gpu=gpu, mode=m) for m in MODES}
+            near = shapes[n]
+            per_mode = {m: self.archive.best(near, gpu=gpu, mode=m) for m in MODES}
             lead = per_mode.get("offline") or next(v for v in per_mode.values() if v)
             out.append(
                 {
@@ -105,9 +105,9 @@ class Retriever:
                     "params": lead["params"],
                     "proposer": lead["proposer"],
                     "source": lead["source"],
-                    "M": sM,
-                    "N": sN,
-                    "K": sK,
+                    "M": near.M,
+                    "N": near.N,
+                    "K": near.K,
                     "gpu": lead["gpu"],
                     "distance": float(d),
                     "speedup_best": {m: b["speedup_best"] for m, b in per_mode.items() if b},
@@ -122,16 +122,16 @@ class Retriever:
 
     def history(self, shape: Shape, gpu: str | None = None, k: int = 10) -> list[dict[str, Any]]:
         """Attempts (failures included) on this and the nearest shapes, with attempt text and NCU metrics."""
-        M, N, K = Shape.of(shape)
+        shape = Shape.of(shape)
         self._ready()
-        return self._attempts(self.store.search_attempts(M, N, K, k, gpu=gpu))
+        return self._attempts(self.store.search_attempts(shape, k, gpu=gpu))
 
     def query(self, shape: Shape, text: str, gpu: str | None = None, k: int = 10) -> list[dict[str, Any]]:
         """Attempts near a shape AND a description (both halves of the vector); shape-only without a model."""
-        M, N, K = Shape.of(shape)
+        shape = Shape.of(shape)
         self._ready()
         vec = self._embed_query(text)
-        return self._attempts(self.store.search_attempts(M, N, K, k, text_vec=vec, gpu=gpu))
+        return self._attempts(self.store.search_attempts(shape, k, text_vec=vec, gpu=gpu))
 
     def _attempts(self, hits: list[tuple[int, float]], key: str = "distance") -> list[dict[str, Any]]:
         """The archive rows of `hits` in their order, each with its value under `key` and its attempt text."""

@@ -28,6 +28,8 @@ from hgemm.index.digest import attempt_text, kernel_digest
 from hgemm.index.embed import MODEL_NAME, TEXT_DIM, Embedder, enabled
 from hgemm.index.features import SHAPE_DIM, shape_features
 
+from hgemm.core.shape import Shape
+
 
 def on_gpu() -> bool:
     """True when the installed FAISS is a GPU build and sees a GPU (the default install is faiss-cpu)."""
@@ -249,7 +251,7 @@ class IndexStore:
         if name not in self._derived:
             if name == "shape_features":
                 value = W_SHAPE * np.stack(
-                    [shape_features(M, N, K, self.sm_count) for M, N, K in self.shape_list]
+                    [shape_features(Shape(*s), self.sm_count) for s in self.shape_list]
                     or [np.zeros(SHAPE_DIM, np.float32)]
                 )
             elif name == "text_matrix":  # row i = text number i (texts were added with ids 0, 1, ...)
@@ -265,7 +267,7 @@ class IndexStore:
         return self._derived[name]
 
     def search_attempts(
-        self, M: int, N: int, K: int, k: int, text_vec: np.ndarray | None = None, gpu: str | None = None
+        self, shape: Shape, k: int, text_vec: np.ndarray | None = None, gpu: str | None = None
     ) -> list[tuple[int, float]]:
         """The k records nearest to (shape, text) as (record id, squared L2 distance), nearest first and,
         among equal distances (4 decimals), newest first; only records of `gpu` when it is given."""
@@ -276,7 +278,7 @@ class IndexStore:
             if gpu not in self.gpu_no:
                 return []
             rows = rows[rows[:, GPU] == self.gpu_no[gpu]]
-        q = W_SHAPE * shape_features(M, N, K, self.sm_count)
+        q = W_SHAPE * shape_features(shape, self.sm_count)
         shape_d = ((self._get("shape_features") - q) ** 2).sum(axis=1)
         d = shape_d[rows[:, SHAPE]]
         if self.text_mode:

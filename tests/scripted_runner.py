@@ -21,10 +21,13 @@ def main() -> None:
         replies.write(text + "\n")
         replies.flush()
 
+    booted = time.monotonic()
+    if json.loads(requests.readline() or "{}").get("op") != "init":  # a runner boots, then waits for init
+        return
     if behaviour == "not_ready":
         say(json.dumps({"ready": False, "error": "no GPU"}))
         return
-    say(json.dumps({"ready": True}))
+    say(json.dumps({"ready": True, "booted": booted, "cuda_s": 0.25}))
     for line in requests:
         op = json.loads(line)["op"]
         if op == "quit":

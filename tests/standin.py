@@ -41,9 +41,10 @@ _SERVER_SPEED = re.compile(r"//\s*STANDIN_SERVER_SPEED\s+([0-9.]+)")
 _LUCKY = re.compile(r"//\s*STANDIN_LUCKY\s+([0-9.]+)")
 
 
-def base_us(M: int, N: int, K: int) -> float:
+def base_us(shape: Shape) -> float:
     """A plausible cuBLAS-class time: 600 TFLOP/s compute or 3 TB/s traffic, plus 3 us launch."""
-    compute = 2.0 * M * N * K / 600e12
+    M, N, K = shape
+    compute = shape.flops / 600e12
     traffic = 2.0 * (M * K + K * N + M * N) / 3e12
     return max(compute, traffic) * 1e6 + 3.0
 
@@ -89,27 +90,25 @@ class StandinEvaluator:
         ncu: bool = False,
         sanitize: bool = False,
     ) -> list[EvalRecord]:
-        M, N, K = Shape.of(shape)
+        shape = Shape.of(shape)
         self.calls.append((stage, len(sources)))
         if sanitize:
             self.sanitized.append((stage, len(sources)))
-        records = [self._one(s, M, N, K, stage, modes, ncu) for s in sources]
+        records = [self._one(s, shape, stage, modes, ncu) for s in sources]
         for source, rec in zip(sources, records, strict=True):
             if sanitize and rec.ok and "STANDIN_RACE" in source:
                 rec.fail("sanitizer", "racecheck (stand-in): 1 hazard on shared memory")
         return records
 
-    def _one(
-        self, source: str, M: int, N: int, K: int, stage: str, modes: tuple[str, ...], ncu: bool
-    ) -> EvalRecord:
+    def _one(self, source: str, shape: Shape, stage: str, modes: tuple[str, ...], ncu: bool) -> EvalRecord:
         from hgemm.evaluator.static_check import check_source
 
         h = kernel_hash(source)
         rec = EvalRecord(
             kernel_hash=h,
-            M=M,
-            N=N,
-            K=K,
+            M=shape.M,
+            N=shape.N,
+            K=shape.K,
             gpu=self.gpu.name,
             cc=self.gpu.cc,
             driver=self.gpu.driver,
@@ -146,7 +145,7 @@ class StandinEvaluator:
         rec.correct, rec.max_rel_err, rec.ref_rel_err = True, 1e-3, 1e-3
         self.order.append(h)
         repeat = self._times[(h, stage)] = self._times.get((h, stage), 0) + 1
-        base = base_us(M, N, K)
+        base = base_us(shape)
         lucky = _LUCKY.search(source)
         luck = 1.0
         if stage == "full" and h not in self._full_seen:
@@ -162,7 +161,7 @@ class StandinEvaluator:
                 candidate=_stats(base * speed_factor(source) * cand_scale * luck, 49 + repeat),
                 baselines={b: _stats(base * f * scale) for b, f in BASELINE_FACTORS.items()},
                 floor_us=base * FLOOR_FACTOR * scale,
-            ).finish(M, N, K)
+            ).finish(shape)
         if ncu:
             rec.ncu = {
                 "sm__throughput.avg.pct_of_peak_sustained_elapsed": round(40 + n % 55, 1),

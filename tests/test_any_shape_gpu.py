@@ -15,7 +15,9 @@ from hgemm.core.shape import Shape
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 # (M, N, K): M = 1 and a prime; N not a multiple of 16 or 64; K with a partial last k-block.
-WGMMA_SHAPES = [(1, 256, 512), (77, 520, 1000), (1000, 1032, 2056), (513, 264, 136), (2053, 8, 8)]
+WGMMA_SHAPES = [
+    Shape(*s) for s in [(1, 256, 512), (77, 520, 1000), (1000, 1032, 2056), (513, 264, 136), (2053, 8, 8)]
+]
 WGMMA_VARIANTS = {
     "tma-store": {},
     "register-store": {"epilogue": 0},
@@ -26,10 +28,13 @@ WGMMA_VARIANTS = {
     "pingpong": {"pingpong": 1, "consumers": 2, "bm": 128},
 }
 # K odd, K even but not a multiple of 8, K < 8, one element.
-NARROW_SHAPES = [(1, 1, 1), (17, 33, 65), (513, 257, 129), (300, 500, 70), (64, 72, 6), (2000, 3000, 4093)]
+NARROW_SHAPES = [
+    Shape(*s)
+    for s in [(1, 1, 1), (17, 33, 65), (513, 257, 129), (300, 500, 70), (64, 72, 6), (2000, 3000, 4093)]
+]
 
 
-def _run(cases: list[tuple[str, str, dict, tuple[int, int, int]]]) -> list[dict]:
+def _run(cases: list[tuple[str, str, dict, Shape]]) -> list[dict]:
     from hgemm.evaluator.compile import compile_sources
     from hgemm.evaluator.kernels import get_family
     from hgemm.evaluator.local import LocalEvaluator
@@ -40,10 +45,10 @@ def _run(cases: list[tuple[str, str, dict, tuple[int, int, int]]]) -> list[dict]
         gpu = ev.gpu_info()
         for label, fam_name, params, shape in cases:
             fam = get_family(fam_name)
-            why = fam.check(params, *shape, gpu)
+            why = fam.check(params, shape, gpu)
             assert why is None, (label, shape, why)
-            rec = ev.evaluate([fam.render(params)], Shape(*shape), stage="full", modes=("offline",))[0]
-            rows.append({"family": fam_name, "variant": label, "shape": "x".join(map(str, shape)),
+            rec = ev.evaluate([fam.render(params)], shape, stage="full", modes=("offline",))[0]
+            rows.append({"family": fam_name, "variant": label, "shape": str(shape),
                          "ok": rec.ok, "kind": rec.failure_kind, "message": (rec.failure_message or "")[:200],
                          "max_rel_err": rec.max_rel_err, "us": rec.median_us("offline")})  # fmt: skip
     for r in rows:
@@ -62,11 +67,11 @@ def test_wgmma_is_correct_on_ragged_shapes():
     fam = get_family("wgmma")
     cases = []
     for shape in WGMMA_SHAPES:
-        base = fam.default_params(*shape)
+        base = fam.default_params(shape)
         assert base is not None, shape
         for label, change in WGMMA_VARIANTS.items():
             params = fam.repair({**base, **change})
-            if fam.check(params, *shape) is None:
+            if fam.check(params, shape) is None:
                 cases.append((label, "wgmma", params, shape))
     assert {c[0] for c in cases} == set(WGMMA_VARIANTS)  # every store path ran on some ragged shape
     bad = [r for r in _run(cases) if not r["ok"]]
@@ -79,8 +84,8 @@ def test_narrow_loads_are_correct_on_any_k():
     cases = []
     for shape in NARROW_SHAPES:
         for name in ("mma_ms", "mma_splitk", "small"):
-            params = get_family(name).default_params(*shape)
-            if get_family(name).check(params, *shape) is None:
+            params = get_family(name).default_params(shape)
+            if get_family(name).check(params, shape) is None:
                 cases.append((f"KVEC {params['KVEC']}", name, params, shape))
     assert {c[1] for c in cases} == {"mma_ms", "mma_splitk", "small"}
     assert {c[0] for c in cases} == {"KVEC 1", "KVEC 2"}

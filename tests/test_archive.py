@@ -12,6 +12,7 @@ from hgemm.archive.schema import MIGRATIONS
 
 from hgemm.core.errors import HgemmError
 from hgemm.core.record import EvalRecord, ModeResult, Stats, kernel_hash
+from hgemm.core.shape import Shape
 from hgemm.testing.synthetic import kernel_source, make_record
 
 
@@ -24,9 +25,8 @@ def timed(h, M, N, K, cand_us, best_base_us=10.0, stage="full", gpu="H100", crea
             "lt_autotuned": Stats(best_base_us, best_base_us, best_base_us, 9),
             "torch_nn": Stats(12, 12, 12, 9),
         }
-        r.modes[mode] = ModeResult(mode, Stats(cand_us, cand_us, cand_us, 9), base, floor_us=5.0).finish(
-            M, N, K
-        )
+        cand = Stats(cand_us, cand_us, cand_us, 9)
+        r.modes[mode] = ModeResult(mode, cand, base, floor_us=5.0).finish(r.shape)
     return r
 
 
@@ -98,7 +98,7 @@ def test_a_readonly_archive_sees_what_the_writer_commits_and_cannot_write(arc):
     with Archive(arc.path, readonly=True) as reader:
         h = arc.add_kernel(src(1))
         arc.add_evaluation(h, timed(h, 256, 512, 1024, 8.0))
-        assert reader.best(256, 512, 1024, gpu="H100")["kernel"] == h  # committed: visible at once
+        assert reader.best(Shape(256, 512, 1024), gpu="H100")["kernel"] == h  # committed: visible at once
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             reader.add_kernel(src(2))
     assert arc.stats()["kernels"] == 1
@@ -108,10 +108,10 @@ def test_failure_record_has_no_timed_rows_but_is_an_attempt(arc):
     h = arc.add_kernel(src(1))
     rec = EvalRecord(h, 64, 64, 64, gpu="H100").fail("compile_error", "error: oops")
     assert arc.add_evaluation(h, rec) == []
-    att = arc.attempts(64, 64, 64)
+    att = arc.attempts(Shape(64, 64, 64))
     assert len(att) == 1 and att[0]["failure_kind"] == "compile_error" and att[0]["correct"] == 0
-    assert arc.failures(64, 64, 64) == {"compile_error": 1}
-    assert arc.best(64, 64, 64) is None
+    assert arc.failures(Shape(64, 64, 64)) == {"compile_error": 1}
+    assert arc.best(Shape(64, 64, 64)) is None
 
 
 def test_record_must_match_an_archived_kernel(arc):
@@ -132,19 +132,19 @@ def test_rankings_use_only_full_correct_rows(arc):
     arc.add_evaluation(d, bad)
     arc.add_evaluation(a, timed(a, 1024, 1024, 1024, 9.5, created="2025-01-03T00:00:00+00:00"))
     arc.add_evaluation(c, timed(c, 2048, 2048, 2048, 20.0, best_base_us=25.0, gpu="H200"))
-    best = arc.best(1024, 1024, 1024)
+    best = arc.best(Shape(1024, 1024, 1024))
     assert best["kernel"] == b and best["speedup_best"] == pytest.approx(10 / 8) and best["source"] == src(1)
-    assert arc.best(1024, 1024, 1024, gpu="H200") is None
-    assert arc.best(1024, 1024, 1024, mode="server")["kernel"] == b
+    assert arc.best(Shape(1024, 1024, 1024), gpu="H200") is None
+    assert arc.best(Shape(1024, 1024, 1024), mode="server")["kernel"] == b
     with pytest.raises(ArchiveError):
-        arc.best(1024, 1024, 1024, mode="nope")
+        arc.best(Shape(1024, 1024, 1024), mode="nope")
     board = arc.leaderboard(top=5)
     assert [(r["M"], r["kernel"], r["rank"]) for r in board] == [(1024, b, 1), (1024, a, 2), (2048, c, 1)]
     assert [r["kernel"] for r in arc.leaderboard(gpu="H200")] == [c]
-    assert [r["kernel"] for r in arc.leaderboard(shape=(1024, 1024, 1024))] == [b]
-    hist = arc.history(1024, 1024, 1024)
+    assert [r["kernel"] for r in arc.leaderboard(shape=Shape(1024, 1024, 1024))] == [b]
+    hist = arc.history(Shape(1024, 1024, 1024))
     assert [(r["kernel"], r["previous_best"]) for r in hist] == [(a, None), (b, pytest.approx(10 / 9))]
-    assert len(arc.attempts(1024, 1024, 1024)) == 5
+    assert len(arc.attempts(Shape(1024, 1024, 1024))) == 5
 
 
 def test_a_kernel_that_ever_failed_on_a_shape_is_not_ranked_there(arc):
@@ -152,24 +152,24 @@ def test_a_kernel_that_ever_failed_on_a_shape_is_not_ranked_there(arc):
     arc.add_evaluation(flaky, timed(flaky, 1024, 1024, 1024, 5.0))  # passes first, fastest
     arc.add_evaluation(steady, timed(steady, 1024, 1024, 1024, 8.0))
     arc.add_evaluation(flaky, timed(flaky, 2048, 2048, 2048, 5.0))  # another shape
-    assert arc.best(1024, 1024, 1024)["kernel"] == flaky
+    assert arc.best(Shape(1024, 1024, 1024))["kernel"] == flaky
     # a later run of the same kernel, same shape and GPU, fails: a race, a sanitizer report, ...
     arc.add_evaluation(flaky, EvalRecord(flaky, 1024, 1024, 1024, gpu="H100").fail("sanitizer", "racecheck: hazard"))
-    assert arc.best(1024, 1024, 1024)["kernel"] == steady
-    assert arc.best(1024, 1024, 1024, mode="server")["kernel"] == steady
-    assert arc.best(2048, 2048, 2048)["kernel"] == flaky  # other shapes keep their ranking
+    assert arc.best(Shape(1024, 1024, 1024))["kernel"] == steady
+    assert arc.best(Shape(1024, 1024, 1024), mode="server")["kernel"] == steady
+    assert arc.best(Shape(2048, 2048, 2048))["kernel"] == flaky  # other shapes keep their ranking
     # passing again later does not restore it
     arc.add_evaluation(flaky, timed(flaky, 1024, 1024, 1024, 4.0))
-    assert arc.best(1024, 1024, 1024)["kernel"] == steady
+    assert arc.best(Shape(1024, 1024, 1024))["kernel"] == steady
     # not supporting a shape is not a defect
     arc.add_evaluation(other, timed(other, 1024, 1024, 1024, 6.0))
     arc.add_evaluation(other, EvalRecord(other, 1024, 1024, 1024, gpu="H100").fail("unsupported_shape", "no"))
-    assert arc.best(1024, 1024, 1024)["kernel"] == other
+    assert arc.best(Shape(1024, 1024, 1024))["kernel"] == other
     # nor is a run the host disturbed: the kernel passed its checks, only its time is missing
     disturbed = EvalRecord(other, 1024, 1024, 1024, gpu="H100", correct=True).fail("timing_disturbed", "busy host")
     assert disturbed.correct and not disturbed.ok
     arc.add_evaluation(other, disturbed)
-    assert arc.best(1024, 1024, 1024)["kernel"] == other
+    assert arc.best(Shape(1024, 1024, 1024))["kernel"] == other
 
 
 def test_disqualifying_failures_are_every_kind_but_those_that_are_not_defects():
@@ -191,11 +191,11 @@ def test_migration_3_unranks_kernels_that_failed_before_it(tmp_path, monkeypatch
         a.add_evaluation(flaky, timed(flaky, 512, 512, 512, 5.0))
         a.add_evaluation(steady, timed(steady, 512, 512, 512, 8.0))
         a.add_evaluation(flaky, EvalRecord(flaky, 512, 512, 512, gpu="H100").fail("incorrect", "max error 3.1"))
-        assert a.best(512, 512, 512)["kernel"] == flaky
+        assert a.best(Shape(512, 512, 512))["kernel"] == flaky
     monkeypatch.undo()
     with Archive(path) as a:
         assert a.schema_version == len(schema.MIGRATIONS) >= 3
-        assert a.best(512, 512, 512)["kernel"] == steady
+        assert a.best(Shape(512, 512, 512))["kernel"] == steady
 
 
 def test_lineage_walks_both_ways(arc):
@@ -349,3 +349,15 @@ def test_truncated_database_is_refused_and_untouched(tmp_path):
     with pytest.raises(ArchiveCorrupt, match="malformed"):
         Archive(path)
     assert path.read_bytes() == data[: len(data) // 3]
+
+
+def test_an_import_with_a_shape_out_of_limits_is_refused_whole(tmp_path, arc):
+    h = arc.add_kernel(src(1))
+    arc.add_evaluation(h, timed(h, 256, 512, 1024, 8.0))
+    arc.export(tmp_path / "e.jsonl", "jsonl")
+    text = (tmp_path / "e.jsonl").read_text().replace('"M": 256', '"M": 70000')
+    (tmp_path / "bad.jsonl").write_text(text)
+    with Archive(tmp_path / "other.db") as other:
+        with pytest.raises(ArchiveError, match="M=70000 is larger than"):
+            other.import_file(tmp_path / "bad.jsonl")
+        assert other.stats()["kernels"] == 0 and other.stats()["records"] == 0  # the whole import rolled back

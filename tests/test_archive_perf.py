@@ -11,6 +11,7 @@ from hgemm.archive import Archive, rows, schema
 from hgemm.archive.queries import KERNEL_COLS, ORDER
 
 from hgemm.core.record import EvalRecord
+from hgemm.core.shape import Shape
 from hgemm.testing.synthetic import attempts, make_record
 
 
@@ -43,7 +44,7 @@ def test_version_1_archive_migrates_to_the_ranking_index(tmp_path, monkeypatch):
     with Archive(path) as a:
         _fill(a, 300, seed=4, gpus=("H100", "H200"))
         assert a.schema_version == 1
-        before = {(M, N, K, m): a.best(M, N, K, mode=m) for (M, N, K) in {(r[0], r[1], r[2]) for r in
+        before = {(M, N, K, m): a.best(Shape(M, N, K), mode=m) for (M, N, K) in {(r[0], r[1], r[2]) for r in
                   a.execute("SELECT M, N, K FROM records")} for m in ("offline", "server")}  # fmt: skip
     monkeypatch.undo()
     with Archive(path) as a:
@@ -53,7 +54,7 @@ def test_version_1_archive_migrates_to_the_ranking_index(tmp_path, monkeypatch):
         assert "idx_evaluations_mode_ranked_M_N_K_gpu_speedup_best" not in names
         assert a.check() == "ok"
         for (M, N, K, m), b in before.items():
-            assert a.best(M, N, K, mode=m) == b
+            assert a.best(Shape(M, N, K), mode=m) == b
 
 
 def test_best_equals_a_full_sort_across_gpus_and_ties(tmp_path):
@@ -74,7 +75,7 @@ def test_best_equals_a_full_sort_across_gpus_and_ties(tmp_path):
             t.modes["offline"].candidate.median_us = us
             t.created = f"2025-01-0{i + 1}T00:00:00+00:00"
             a.add_evaluation(k, t)
-        assert a.best(96, 96, 96)["kernel"] == ties[1]
+        assert a.best(Shape(96, 96, 96))["kernel"] == ties[1]
         full_sort = (
             f"SELECT e.*, {KERNEL_COLS} FROM evaluations e NOT INDEXED JOIN kernels k ON k.hash = e.kernel "
             "WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? AND e.K = ? {g} ORDER BY " + ORDER
@@ -86,7 +87,7 @@ def test_best_equals_a_full_sort_across_gpus_and_ties(tmp_path):
                 for gpu in (None, "H100", "H200", "A100"):
                     g, gp = ("AND e.gpu = ?", [gpu]) if gpu else ("", [])
                     want = [rows.to_dict(x) for x in a.execute(full_sort.format(g=g), [mode, M, N, K, *gp])]
-                    got = a.best(M, N, K, gpu=gpu, mode=mode)
+                    got = a.best(Shape(M, N, K), gpu=gpu, mode=mode)
                     assert got == (want[0] if want else None), (M, N, K, mode, gpu)
                     checked += bool(want)
         assert checked > 100

@@ -23,6 +23,8 @@ from hgemm.evaluator.audit import (
     read_elf,
 )
 
+from hgemm.core.shape import Shape
+
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
@@ -105,11 +107,11 @@ def family_sources() -> dict[str, str]:
     sources: dict[str, str] = {}
     for fam in all_families():
         for shape in SHAPES:
-            params = fam.default_params(*shape)
+            params = fam.default_params(Shape(*shape))
             if params is not None:
                 sources.setdefault(fam.render(params), f"{fam.name} default {'x'.join(map(str, shape))}")
         for params in PICKED.get(fam.name, []):
-            assert fam.check(fam.repair(params), 1536, 1024, 4096) is None, params
+            assert fam.check(fam.repair(params), Shape(1536, 1024, 4096)) is None, params
             sources.setdefault(fam.render(fam.repair(params)), f"{fam.name} {params}")
     return {name: src for src, name in sources.items()}
 

@@ -4,6 +4,8 @@ The GPU worker is replaced by a recording stand-in (orchestration only); the rea
 
 from __future__ import annotations
 
+import json
+
 from hgemm.evaluator import baseline_cache
 from hgemm.evaluator.local import LocalEvaluator
 
@@ -30,17 +32,20 @@ def evaluator_without_gpu(name="NVIDIA H200") -> LocalEvaluator:
     ev.worker = RecordingWorker()
     ev._info = GpuInfo(name=name, cc="9.0", driver="580.159.04", sm_count=132, l2_bytes=60 << 20,
                        smem_per_block_optin=232448)
-    ev._shape = (128, 128, 128)
+    ev._shape = Shape(128, 128, 128)
     ev.prepared = {"facts": FACTS, "missing": {}}
     return ev
 
 
 def test_store_and_load_by_gpu_shape_and_mode():
-    assert baseline_cache.load("gpu-a", 64, 64, 64, "offline") is None
-    baseline_cache.store("gpu-a", 64, 64, 64, "offline", TIMES)
-    assert baseline_cache.load("gpu-a", 64, 64, 64, "offline") == TIMES
-    assert baseline_cache.load("gpu-a", 64, 64, 64, "server") is None
-    assert baseline_cache.load("gpu-b", 64, 64, 64, "offline") is None
+    shape = Shape(64, 64, 64)
+    assert baseline_cache.load("gpu-a", shape, "offline") is None
+    baseline_cache.store("gpu-a", shape, "offline", TIMES)
+    assert baseline_cache.load("gpu-a", shape, "offline") == TIMES
+    assert baseline_cache.load("gpu-a", shape, "server") is None
+    assert baseline_cache.load("gpu-a", Shape(64, 64, 128), "offline") is None
+    assert baseline_cache.load("gpu-b", shape, "offline") is None
+    assert list(json.loads(baseline_cache._path("gpu-a").read_text())) == ["64x64x64:offline"]  # the file's keys
 
 
 def test_bench_times_once_then_reads_the_cache_unless_fresh():

@@ -36,7 +36,7 @@ def test_a_lucky_search_measurement_is_not_what_wins(hgemm_home):
         assert conf["finalists"] == 3 and conf["repetitions"] == 3 and len(conf["winner_scores"]) == 3
         assert result.confirm_evals == 9
         # the archive ranks the confirmed figures: the lucky kernel's search rows no longer rank
-        best = archive.best(256, 256, 256, mode="offline")
+        best = archive.best(Shape(256, 256, 256), mode="offline")
         assert best["kernel"] == honest_hash and best["stage"] == "confirmed"
         ranked = archive.execute("SELECT stage FROM evaluations WHERE kernel = ? AND ranked = 1", (lucky_hash,))
         assert {r["stage"] for r in ranked} == {"confirmed"}
@@ -63,7 +63,7 @@ def test_confirm_zero_reports_the_search_and_says_so(hgemm_home):
 
 def test_sweep_reports_say_how_they_measured(hgemm_home):
     evaluator = StandinEvaluator()
-    shapes = [(256, 256, 256), (512, 256, 128)]
+    shapes = [Shape(256, 256, 256), Shape(512, 256, 128)]
     with Archive() as archive:
         rows = run_sweep(shapes, evaluator=evaluator, archive=archive, budget_evals=10, progress=False)
         assert all(r["measured"] == "confirmed" and len(r["confirm_scores"]) == 3 for r in rows)
@@ -72,6 +72,6 @@ def test_sweep_reports_say_how_they_measured(hgemm_home):
         again = run_sweep(shapes, evaluator=evaluator, archive=archive, budget_evals=10, progress=False)
         assert all(r["status"] == "resumed" and r["measured"] == "confirmed" for r in again)
         assert [r["kernel"] for r in again] == [r["kernel"] for r in rows]
-        unconfirmed = run_sweep([(128, 128, 128)], evaluator=evaluator, archive=archive, budget_evals=10,
+        unconfirmed = run_sweep([Shape(128, 128, 128)], evaluator=evaluator, archive=archive, budget_evals=10,
                                 progress=False, confirm=0)
         assert unconfirmed[0]["measured"] == "unconfirmed"

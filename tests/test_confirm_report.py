@@ -12,7 +12,9 @@ from hgemm.agent.sweep import run_sweep, write_report
 from hgemm.bench import confirm_report
 from standin import StandinEvaluator
 
-SHAPES = [(256, 256, 256), (512, 128, 1024)]
+from hgemm.core.shape import Shape
+
+SHAPES = [Shape(256, 256, 256), Shape(512, 128, 1024)]
 
 
 class Remeasure:
@@ -37,13 +39,12 @@ class Remeasure:
         return None
 
     def evaluate(self, sources, shape, **kwargs):
-        M, N, K = shape
         self.calls += 1
         records = self.inner.evaluate(sources, shape, **kwargs)
         for rec in records:
             for m in rec.modes.values():
                 m.candidate.median_us *= self.slower
-                m.finish(M, N, K)
+                m.finish(rec.shape)
             if self.fail:
                 rec.fail(self.fail, "max relative error 5.0e-01 above the bound 4.0e-03")
         self.records.extend(records)

@@ -12,6 +12,7 @@ from hgemm.evaluator.kernels import FAMILIES, all_families, get_family
 from hgemm.evaluator.kernels.inline import inline_includes
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import MAX_ELEMENTS, Shape
 
 OURS = ("mma_ms", "mma_splitk", "small")
 SHAPES = [
@@ -52,16 +53,17 @@ def test_space_is_well_formed(name):
 @pytest.mark.parametrize("name", OURS)
 def test_check_rejects_unknown_missing_and_out_of_space(name):
     fam = get_family(name)
-    good = fam.default_params(1024, 1024, 1024)
-    assert fam.check(good, 1024, 1024, 1024) is None
-    assert "unknown parameter" in fam.check({**good, "BOGUS": 1}, 1024, 1024, 1024)
+    square, ragged = Shape(1024, 1024, 1024), Shape(1024, 1024, 1020)
+    good = fam.default_params(square)
+    assert fam.check(good, square) is None
+    assert "unknown parameter" in fam.check({**good, "BOGUS": 1}, square)
     first = next(iter(good))
     missing = {k: v for k, v in good.items() if k != first}
-    assert "missing parameters" in fam.check(missing, 1024, 1024, 1024)
-    assert "not in" in fam.check({**good, "BM": 48}, 1024, 1024, 1024)
-    assert "KVEC must be the widest load" in fam.check(good, 1024, 1024, 1020)  # K % 8 != 0: narrower loads
-    narrow = fam.default_params(1024, 1024, 1020)
-    assert narrow["KVEC"] == 2 and fam.check(narrow, 1024, 1024, 1020) is None
+    assert "missing parameters" in fam.check(missing, square)
+    assert "not in" in fam.check({**good, "BM": 48}, square)
+    assert "KVEC must be the widest load" in fam.check(good, ragged)  # K % 8 != 0: narrower loads
+    narrow = fam.default_params(ragged)
+    assert narrow["KVEC"] == 2 and fam.check(narrow, ragged) is None
 
 
 @pytest.mark.parametrize(
@@ -75,23 +77,23 @@ def test_check_rejects_unknown_missing_and_out_of_space(name):
     ],
 )
 def test_mma_check_reasons(change, reason):
-    assert reason in get_family("mma_ms").check({**BIG, **change}, 4096, 4096, 4096)
+    assert reason in get_family("mma_ms").check({**BIG, **change}, Shape(4096, 4096, 4096))
 
 
 def test_shared_memory_limit_follows_the_gpu():
     fam = get_family("mma_ms")
     p = {**BIG, "BM": 256, "BN": 64, "WARPS_M": 4, "BK": 64, "STAGES": 5}  # 200 KiB of pipeline
-    assert fam.check(p, 4096, 4096, 4096) is None  # Hopper's 227 KB by default
-    assert "exceeds 166912 B" in fam.check(p, 4096, 4096, 4096, A100)
+    assert fam.check(p, Shape(4096, 4096, 4096)) is None  # Hopper's 227 KB by default
+    assert "exceeds 166912 B" in fam.check(p, Shape(4096, 4096, 4096), A100)
 
 
 def test_splitk_checks_workspace_and_k_tiles():
     fam = get_family("mma_splitk")
     p = {**BIG, "SPLIT_K": 4}
-    assert fam.check(p, 1024, 1024, 4096) is None
-    assert "workspace" in fam.check(p, 4096, 4096, 4096)
-    assert "more K splits than K tiles" in fam.check(p, 256, 256, 64)
-    assert "not in" in fam.check({**p, "SPLIT_K": 1}, 1024, 1024, 4096)
+    assert fam.check(p, Shape(1024, 1024, 4096)) is None
+    assert "workspace" in fam.check(p, Shape(4096, 4096, 4096))
+    assert "more K splits than K tiles" in fam.check(p, Shape(256, 256, 64))
+    assert "not in" in fam.check({**p, "SPLIT_K": 1}, Shape(1024, 1024, 4096))
 
 
 @pytest.mark.parametrize(
@@ -104,15 +106,15 @@ def test_splitk_checks_workspace_and_k_tiles():
     ],
 )
 def test_small_check_reasons(change, reason):
-    assert reason in get_family("small").check({**SMALL, **change}, 256, 256, 512)
+    assert reason in get_family("small").check({**SMALL, **change}, Shape(256, 256, 512))
 
 
 @pytest.mark.parametrize("name", OURS)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_default_params_are_valid(name, shape):
     fam = get_family(name)
-    params = fam.default_params(*shape)
-    reason = fam.check(params, *shape)
+    params = fam.default_params(Shape(*shape))
+    reason = fam.check(params, Shape(*shape))
     if name == "mma_splitk" and shape == (4096, 4096, 4096):
         assert "workspace" in reason  # split-K partials of a 4096^2 output cannot fit 64 MiB
     else:
@@ -121,18 +123,19 @@ def test_default_params_are_valid(name, shape):
 
 def test_default_tiles_follow_the_shape():
     ms = get_family("mma_ms")
-    assert ms.default_params(4096, 4096, 4096)["BM"] * ms.default_params(4096, 4096, 4096)["BN"] >= 128 * 128
-    assert ms.default_params(64, 64, 64)["BM"] <= 32
-    sk = get_family("mma_splitk").default_params(512, 128, 8192)
+    big = ms.default_params(Shape(4096, 4096, 4096))
+    assert big["BM"] * big["BN"] >= 128 * 128
+    assert ms.default_params(Shape(64, 64, 64))["BM"] <= 32
+    sk = get_family("mma_splitk").default_params(Shape(512, 128, 8192))
     assert (512 // sk["BM"]) * (128 // sk["BN"]) * sk["SPLIT_K"] >= 100  # about a wave of CTAs
-    sm = get_family("small").default_params(256, 256, 512)
+    sm = get_family("small").default_params(Shape(256, 256, 512))
     assert sm["WARPS_K"] > 1  # long K relative to the tile: spread over warps
 
 
 @pytest.mark.parametrize("name", OURS)
 def test_render_is_self_contained(name):
     fam = get_family(name)
-    params = fam.default_params(200, 136, 264)
+    params = fam.default_params(Shape(200, 136, 264))
     src = fam.render(params)
     assert not re.search(r'#\s*include\s*"', src)
     assert "#pragma once" not in src
@@ -156,9 +159,9 @@ def test_inline_includes_leaves_system_headers_and_inlines_once():
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 BUILDS = [
-    ("mma_ms", (4096, 4096, 4096)),
-    ("mma_splitk", (512, 128, 8192)),
-    ("small", (256, 256, 512)),
+    ("mma_ms", Shape(4096, 4096, 4096)),
+    ("mma_splitk", Shape(512, 128, 8192)),
+    ("small", Shape(256, 256, 512)),
 ]
 
 
@@ -167,7 +170,7 @@ BUILDS = [
 def test_defaults_build_for_hopper_and_ampere_without_spills():
     from hgemm.evaluator.compile import compile_sources
 
-    sources = [get_family(name).render(get_family(name).default_params(*shape)) for name, shape in BUILDS]
+    sources = [get_family(name).render(get_family(name).default_params(shape)) for name, shape in BUILDS]
     results = compile_sources(sources, archs=("sm_90a", "sm_80"), jobs=2)
     for (name, _), res in zip(BUILDS, results, strict=True):
         assert res.ok, f"{name}: {res.failure_kind}: {res.message}\n{res.log[-2000:]}"
@@ -182,25 +185,27 @@ def test_defaults_build_for_hopper_and_ampere_without_spills():
 
 
 def test_every_shape_has_a_family_that_takes_it():
-    """Any 1 <= M, N, K <= 65536: some family's default configuration passes its own check, and the shapes
-    TMA can take (N, K multiples of 8) get a wgmma configuration; bench/shapes-real.txt included."""
+    """Any valid shape (1 <= M, N, K <= 65536, every operand below MAX_ELEMENTS): some family's default
+    configuration passes its own check, and the shapes TMA can take (N, K multiples of 8) get a wgmma
+    configuration; bench/shapes-real.txt included."""
     from importlib import resources
 
     from hgemm.core.record import GpuInfo
 
     h100 = GpuInfo("NVIDIA H100 80GB HBM3", "9.0", "x", 132, 50 << 20, 232448)
     rng = random.Random(7)
-    shapes = [(1, 1, 1), (65536, 65536, 65536), (1, 65536, 7), (65535, 1, 65535)]
-    shapes += [tuple(rng.choice([rng.randint(1, 64), rng.randint(1, 65536)]) for _ in range(3)) for _ in range(60)]
+    dims = [(1, 1, 1), (32767, 32767, 65536), (1, 65536, 7), (65536, 1, 32767)]
+    dims += [tuple(rng.choice([rng.randint(1, 64), rng.randint(1, 65536)]) for _ in range(3)) for _ in range(60)]
+    shapes = [Shape(M, N, K) for M, N, K in dims if max(M * K, K * N, M * N) < MAX_ELEMENTS]
     text = resources.files("hgemm.bench").joinpath("shapes-real.txt").read_text()
-    real = [tuple(map(int, line.split())) for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    real = [Shape.of(line) for line in text.splitlines() if line.strip() and not line.startswith("#")]
     assert len(real) >= 60
     for shape in shapes + real:
         taken = []
         for fam in all_families():
-            params = fam.default_params(*shape, h100)
-            if params is not None and fam.check(params, *shape, h100) is None:
+            params = fam.default_params(shape, h100)
+            if params is not None and fam.check(params, shape, h100) is None:
                 taken.append(fam.name)
         assert taken, shape
-        if shape[1] % 8 == 0 and shape[2] % 8 == 0:
+        if shape.N % 8 == 0 and shape.K % 8 == 0:
             assert "wgmma" in taken, shape

@@ -16,6 +16,7 @@ from hgemm.evaluator.kernels.small_family import SMALL_SPACE
 from hgemm.evaluator.kernels.wgmma_family import OPTIONAL, SPACE
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 FAMILY = get_family("wgmma")
 H100 = GpuInfo("NVIDIA H100 80GB HBM3", "9.0", "x", 132, 50 << 20, 232448)
@@ -42,7 +43,7 @@ def test_the_whole_declared_space_walks_through_the_compiled_rules():
 
 def test_check_says_what_the_rules_say():
     for p in _points(1, 300, True) + _points(2, 300, False):
-        reason = FAMILY.check(p, 12288, 12288, 4096, H100)
+        reason = FAMILY.check(p, Shape(12288, 12288, 4096), H100)
         why = rules.violation(p)
         if why is not None:
             assert reason == f"wgmma: {why}"
@@ -51,13 +52,14 @@ def test_check_says_what_the_rules_say():
 
 
 def test_resource_formulas_come_from_the_header():
-    p = {**OPTIONAL, **FAMILY.default_params(4096, 4096, 4096, H100)}
+    p = {**OPTIONAL, **FAMILY.default_params(Shape(4096, 4096, 4096), H100)}
     assert rules.smem_bytes(p) == FAMILY.smem_bytes(p) and rules.bk() == 64
     assert rules.wg_rows({**p, "pingpong": 1, "bn": 192}) == p["bm"] and rules.c_panel({**p, "bn": 160}) == 32
-    assert rules.shape_violation(p, 4096, 4096, 4000) is None  # the last k-block is partial: TMA zero-fills it
-    assert "K must be a multiple of 8" in rules.shape_violation(p, 4096, 4096, 4001)
-    assert "N must be a multiple of 8" in rules.shape_violation(p, 4096, 4100, 4096)
-    assert rules.shape_violation(p, 1, 4096, 4096) is None and rules.shape_violation(p, 77, 5120, 5120) is None
+    assert rules.shape_violation(p, Shape(4096, 4096, 4000)) is None  # partial last k-block: TMA zero-fills it
+    assert "K must be a multiple of 8" in rules.shape_violation(p, Shape(4096, 4096, 4001))
+    assert "N must be a multiple of 8" in rules.shape_violation(p, Shape(4096, 4100, 4096))
+    assert rules.shape_violation(p, Shape(1, 4096, 4096)) is None
+    assert rules.shape_violation(p, Shape(77, 5120, 5120)) is None
 
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -128,7 +130,7 @@ def test_the_other_families_check_what_their_rules_say(name):
         family = get_family("small" if name == "small" else "mma_splitk" if split else "mma_ms")
         if name == "mma" and not split:
             p = {k: v for k, v in p.items() if k != "SPLIT_K"}
-        reason = family.check(p, 4096, 4096, 4096, H100)
+        reason = family.check(p, Shape(4096, 4096, 4096), H100)
         assert reason is not None and why in reason
 
 

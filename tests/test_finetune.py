@@ -98,7 +98,7 @@ def test_sft_export_answers_with_each_shapes_best_kernel_hidden_from_its_prompt(
     rows = train_rows + val_rows
     assert len(rows) == len(SHAPES) and card["train"]["rows"] + card["val"]["rows"] == len(SHAPES)
     for row in rows:
-        best = arc.best(row["M"], row["N"], row["K"])
+        best = arc.best(Shape(row["M"], row["N"], row["K"]))
         assert row["kernel"] == best["kernel"] and row["speedup"] == pytest.approx(best["speedup_best"])
         assert row["completion"] == data.answer(best["source"]) and row["completion"].startswith("```cuda\n")
         assert (
@@ -164,7 +164,7 @@ def test_reward_rows_gate_on_correctness_and_integrity(arc):
     ok = EvalRecord("0" * 16, 256, 256, 256, correct=True, max_rel_err=4e-3, ref_rel_err=1e-3)
     ok.modes["offline"] = ModeResult(
         "offline", Stats(10, 9, 11, 5), {"torch_nn": Stats(12, 11, 13, 5)}, 1.0
-    ).finish(256, 256, 256)
+    ).finish(ok.shape)
     assert reward.reward(ok, 100) == pytest.approx(1.2 * 0.9)  # 4x cuBLAS's error: the full error penalty
     assert reward.reward(ok, 40_000) == pytest.approx(1.2 * 0.85)  # and twice the free length
 

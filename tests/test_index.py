@@ -27,7 +27,7 @@ def _timed(h, M, N, K, us):
     r = EvalRecord(h, M, N, K, gpu="H100", cc="9.0", stage="full", compiled=True, correct=True)
     for mode in ("offline", "server"):
         base = {"lt_autotuned": Stats(10.0, 10, 10, 5)}
-        r.modes[mode] = ModeResult(mode, Stats(us, us, us, 5), base, floor_us=5.0).finish(M, N, K)
+        r.modes[mode] = ModeResult(mode, Stats(us, us, us, 5), base, floor_us=5.0).finish(r.shape)
     return r
 
 
@@ -39,13 +39,13 @@ def _fill(a, n, seed=0):
 
 
 def test_shape_features_are_stable_and_scaled():
-    f = shape_features(4096, 4096, 4096)
+    f = shape_features(Shape(4096, 4096, 4096))
     assert f.dtype == np.float32 and f.shape == (SHAPE_DIM,)
-    assert np.array_equal(f, shape_features(4096, 4096, 4096, 132))
-    assert not np.array_equal(f, shape_features(4096, 4096, 4096, 114))  # waves depend on the SM count
-    assert np.abs(shape_features(65536, 1, 65536)).max() < 10
-    near = np.linalg.norm(f - shape_features(4096, 4096, 3072))
-    far = np.linalg.norm(f - shape_features(128, 4096, 4096))
+    assert np.array_equal(f, shape_features(Shape(4096, 4096, 4096), 132))
+    assert not np.array_equal(f, shape_features(Shape(4096, 4096, 4096), 114))  # waves depend on the SM count
+    assert np.abs(shape_features(Shape(65536, 1, 32767))).max() < 10
+    near = np.linalg.norm(f - shape_features(Shape(4096, 4096, 3072)))
+    far = np.linalg.norm(f - shape_features(Shape(128, 4096, 4096)))
     assert near < far
 
 

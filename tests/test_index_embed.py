@@ -66,13 +66,13 @@ def test_shape_and_text_query_is_exact(model, monkeypatch):
         recs = a.execute("SELECT id, M, N, K, gpu FROM records ORDER BY id")
         texts = [r.store.text_for(x["id"]) for x in recs]
         emb = r.store.embedder.embed(texts).astype(np.float64)
-        shape = np.stack([shape_features(x["M"], x["N"], x["K"]) for x in recs]).astype(np.float64)
+        shape = np.stack([shape_features(Shape(x["M"], x["N"], x["K"])) for x in recs]).astype(np.float64)
         vecs = np.hstack([W_SHAPE * shape, W_TEXT * emb])
         for text, (M, N, K), gpu in [("illegal memory access", (1000, 3000, 2000), None),
                                      ("wgmma with TMA, faster than cuBLAS", (4096, 4096, 512), "H200"),
                                      (None, (128, 1024, 8192), None)]:  # fmt: skip
             tq = r.store.embedder.embed_query(text) if text else np.zeros(TEXT_DIM)
-            q = np.concatenate([W_SHAPE * shape_features(M, N, K), W_TEXT * tq]).astype(np.float64)
+            q = np.concatenate([W_SHAPE * shape_features(Shape(M, N, K)), W_TEXT * tq]).astype(np.float64)
             d = ((vecs - q) ** 2).sum(axis=1)
             ranked = sorted((round(float(x), 4), -y["id"], float(x)) for y, x in zip(recs, d)
                             if gpu is None or y["gpu"] == gpu)[:10]  # fmt: skip

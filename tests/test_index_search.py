@@ -19,10 +19,11 @@ def shape_only(monkeypatch):
     monkeypatch.setenv("HGEMM_EMBEDDER", "none")
 
 
-def brute_force(a, M, N, K, k, gpu=None):
+def brute_force(a, shape, k, gpu=None):
     recs = a.execute("SELECT id, M, N, K, gpu FROM records ORDER BY id")
-    vecs = np.stack([W_SHAPE * shape_features(r["M"], r["N"], r["K"]) for r in recs]).astype(np.float64)
-    q = W_SHAPE * shape_features(M, N, K).astype(np.float64)
+    feats = [shape_features(Shape(r["M"], r["N"], r["K"])) for r in recs]
+    vecs = np.stack([W_SHAPE * f for f in feats]).astype(np.float64)
+    q = W_SHAPE * shape_features(shape).astype(np.float64)
     d = ((vecs - q) ** 2).sum(axis=1)
     found = [
         (round(float(x), 4), -r["id"], float(x)) for r, x in zip(recs, d) if gpu is None or r["gpu"] == gpu
@@ -37,12 +38,18 @@ def test_history_is_the_exact_nearest_then_newest():
                 h = a.add_kernel(at.source, family=at.family, params=at.params, proposer=at.proposer)
                 a.add_evaluation(h, at.record)
         r = Retriever(a)
-        for M, N, K in [(1000, 3000, 2000), (4096, 4096, 4096), (128, 256, 512), (16384, 64, 64)]:
+        queries = [
+            Shape(1000, 3000, 2000),
+            Shape(4096, 4096, 4096),
+            Shape(128, 256, 512),
+            Shape(16384, 64, 64),
+        ]
+        for shape in queries:
             for gpu in (None, "H200", "B200"):
                 for k in (1, 10, 40):
-                    want = brute_force(a, M, N, K, k, gpu)
-                    got = r.history(Shape(M, N, K), gpu=gpu, k=k)
-                    assert [g["id"] for g in got] == [i for i, _ in want], (M, N, K, gpu, k)
+                    want = brute_force(a, shape, k, gpu)
+                    got = r.history(shape, gpu=gpu, k=k)
+                    assert [g["id"] for g in got] == [i for i, _ in want], (shape, gpu, k)
                     assert [g["distance"] for g in got] == pytest.approx([x for _, x in want], abs=1e-5)
                     assert all(g["gpu"] == gpu for g in got) if gpu else True
                     assert all(g["text"] for g in got)

@@ -11,10 +11,12 @@ from hgemm.agent.llm.replies import parse_reply
 from hgemm.agent.llm.scrub import prompt_source
 from hgemm.evaluator.kernels import get_family
 
+from hgemm.core.shape import Shape
+
 
 def _parent(family: str = "mma_ms") -> str:
     fam = get_family(family)
-    return resolve_conditionals(prompt_source(fam.render(fam.default_params(4096, 4096, 4096))))
+    return resolve_conditionals(prompt_source(fam.render(fam.default_params(Shape(4096, 4096, 4096)))))
 
 
 def _block(search: str, replace: str) -> str:
@@ -98,7 +100,7 @@ def test_every_template_family_survives_compaction_unchanged_where_it_matters():
     excluded branches goes)."""
     for family in ("mma_ms", "small", "wgmma"):
         fam = get_family(family)
-        source = prompt_source(fam.render(fam.default_params(1024, 1024, 1024)))
+        source = prompt_source(fam.render(fam.default_params(Shape(1024, 1024, 1024))))
         compact = resolve_conditionals(source)
         assert len(compact) <= len(source)
         kept = [line for line in compact.splitlines() if line.strip() and not line.lstrip().startswith("#")]

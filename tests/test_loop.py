@@ -79,7 +79,7 @@ def test_every_attempt_is_archived_and_only_the_best_go_full():
         assert result.evals == result.quick + result.full
         confirmed = result.confirmation["finalists"]  # plus each finalist's repetitions and median record
         assert archive.record_count() == result.evals + result.confirm_evals + confirmed
-        failures = archive.failures(256, 256, 256)
+        failures = archive.failures(Shape(256, 256, 256))
         assert failures == {"incorrect": 1}
         run = archive.run(result.run_id)
         assert run["status"] == "done" and run["command"] == "optimize"
@@ -232,8 +232,8 @@ def test_sanitize_runs_on_the_winner_and_a_failing_winner_gives_way():
         if result.best_record.stage != "confirmed":  # it was not among the confirmed finalists
             assert result.confirmation is None
         assert evaluator.sanitized == [("full", 1), ("full", 1)]  # the racy winner, then its successor
-        assert archive.failures(256, 256, 256) == {"sanitizer": 1}
-        assert archive.best(256, 256, 256)["source"] == sources[1]  # the racy kernel is ranked no more
+        assert archive.failures(Shape(256, 256, 256)) == {"sanitizer": 1}
+        assert archive.best(Shape(256, 256, 256))["source"] == sources[1]  # the racy kernel is ranked no more
 
 
 @pytest.mark.parametrize(("objective", "winner"), [("offline", 0), ("both", 1), ("server", 1)])

@@ -1,19 +1,28 @@
 """The judge's side of the runner protocol, against scripted runners (no GPU): a runner that lies, hangs,
-floods or dies costs its candidate a typed failure, never the judge."""
+floods or dies costs its candidate a typed failure, never the judge. Runners start ahead of their candidates
+and create their CUDA context only between timings; a runner's exit is noticed when it happens; the check's
+graph is timed where the timing would capture the same single launch again."""
 
 from __future__ import annotations
 
 import os
+import select
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from hgemm.evaluator import judge
+from hgemm.evaluator.phases import Phases
 from hgemm.evaluator.runner import derive
+
+from hgemm.core.shape import Shape
 
 TESTS = str(Path(__file__).parent)
 
 
-def runner(behaviour: str) -> judge.RunnerProcess:
+def runner(behaviour: str = "honest") -> judge.RunnerProcess:
     """A scripted runner, started in the sandbox exactly as a real one is."""
     path = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH", "")) if p)
     return judge.RunnerProcess(module="scripted_runner", args=(behaviour,), env_extra={"PYTHONPATH": path})
@@ -87,8 +96,133 @@ def test_seeds_derive_the_same_everywhere_and_differ_by_tag():
 
 
 def test_offline_rings_stay_within_their_memory_and_launch_limits():
-    assert judge.slots_for(2.0, 64, 64, 64) == judge.timing.reps_for(2.0)
-    assert judge.slots_for(0.1, 64, 64, 64) == judge.MAX_SLOTS
-    assert judge.slots_for(5.0, 16384, 16384, 128) == 1  # one A and C exceed what a ring may hold ...
+    assert judge.slots_for(2.0, Shape(64, 64, 64)) == judge.timing.reps_for(2.0)
+    assert judge.slots_for(0.1, Shape(64, 64, 64)) == judge.MAX_SLOTS
+    assert judge.slots_for(5.0, Shape(16384, 16384, 128)) == 1  # one A and C exceed what a ring may hold ...
     per_slot = 2 * (4096 * 1024 + 4096 * 4096)
-    assert judge.slots_for(1.0, 4096, 4096, 1024) * per_slot <= judge.RING_BYTES
+    assert judge.slots_for(1.0, Shape(4096, 4096, 1024)) * per_slot <= judge.RING_BYTES
+
+
+def said_something(r: judge.RunnerProcess, within_s: float) -> bool:
+    return bool(select.select([r.replies], [], [], within_s)[0])
+
+
+def test_a_runner_boots_without_cuda_and_waits_to_be_told(hgemm_home):
+    r = runner()
+    assert not said_something(r, 1.0)  # booted, but no context until `init`
+    r.wait_ready(10)
+    assert r.init_sent and r.ready
+    assert 0 < r.phases["runner_boot"] < 60 and r.phases["runner_cuda"] == 0.25
+    r.kill()
+
+
+def test_spares_boot_ahead_and_initialise_only_between_timings(hgemm_home):
+    j = judge.Judge()
+    j.new_runner = runner
+    try:
+        j._fill_spares()
+        for s in j.spares:  # what `prepare` does
+            s.init()
+        first, second = j.spares
+        assert j._runner("a") is first
+        third = j.spares[1]
+        assert j.spares == [second, third] and second.init_sent and not third.init_sent
+        ph = Phases()
+        j._quiet(ph)  # before timing: the initialising spare is waited for, the booting one left alone
+        assert second.ready and not third.init_sent and not said_something(third, 0.3)
+        assert {"retire_wait", "spare_wait"} <= set(ph)
+        j.forget("a")  # after timing: every spare may initialise now
+        assert third.init_sent and j.retiring == [first]
+        j._quiet(ph)
+        assert j.retiring == [] and first.proc.poll() is not None and third.ready
+    finally:
+        started = j.spares + j.retiring + list(j.runners.values())
+        j.close()
+    assert all(r.proc.poll() is not None and not r.folder.exists() for r in started) and j.spares == []
+
+
+def test_a_runner_that_ignores_quit_is_killed_before_timing(hgemm_home, monkeypatch):
+    monkeypatch.setattr(judge, "RETIRE_WAIT_S", 0.5)
+    j = judge.Judge()
+    stubborn = runner("hang")
+    stubborn.wait_ready(10)
+    stubborn.requests.write('{"op": "call", "args": {}}\n')  # it hangs in this request and never reads quit
+    stubborn.requests.flush()
+    j.runners["a"] = stubborn
+    j.forget("a")
+    started = time.monotonic()
+    j._quiet(Phases())
+    assert j.retiring == [] and stubborn.proc.poll() is not None and time.monotonic() - started < 10
+
+
+def test_an_exit_is_noticed_when_it_happens():
+    quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    started = time.monotonic()
+    assert judge.wait_exit(quick, 10)
+    assert time.monotonic() - started < 5
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    started = time.monotonic()
+    assert not judge.wait_exit(slow, 0.3)
+    assert 0.25 < time.monotonic() - started < 5
+    slow.kill()
+    slow.wait()
+
+
+class FakeProblem:
+    M = N = K = 64
+
+    def __init__(self, slots):
+        self.slots = slots
+        self.checked = []
+
+    def check_timeout(self):
+        return 10.0
+
+    def start_timing(self, b_seed, slots):
+        pass
+
+    def check_inputs(self, seed, slots, b_seed):
+        self.checked.append(slots)
+
+    def check_witnesses(self, seeds, slots, b_seed):
+        pass
+
+
+class FakeRunner:
+    """Answers as a runner does: a return code for a capture, one time per seed."""
+
+    def __init__(self, graphs=("check",)):
+        self.graphs = set(graphs)
+        self.phases = Phases()
+        self.requests = []
+
+    def request(self, op, timeout_s, **args):
+        self.requests.append((op, args.get("name")))
+        return {"rc": 0} if op == "capture" else {"us": [10.0] * len(args["seeds"])}
+
+
+@pytest.mark.parametrize("slots, offline_graph", [(4, "offline-graph"), (1, "check")])
+def test_a_single_launch_is_timed_on_the_checks_graph(slots, offline_graph):
+    j = judge.Judge()
+    j.problem, j.baselines = FakeProblem(slots), None
+    r = FakeRunner()
+    j.runners["a"] = r
+    j.forget = lambda cid: None
+    reply = j.time("a", ["offline", "server"], "full")
+    assert (
+        set(reply) == {"offline", "server", "phases"} and reply["offline"]["candidate"]["median_us"] == 10.0
+    )
+    captures = [name for op, name in r.requests if op == "capture"]
+    assert captures == ([] if slots == 1 else ["offline-graph"])
+    timed = {name for op, name in r.requests if op == "time"}
+    assert timed == {offline_graph, "check"}
+    assert {"time_candidate", "input_checks", "witnesses", "timing_setup"} <= set(reply["phases"])
+
+
+def test_a_runner_never_checked_still_captures_for_timing():
+    j = judge.Judge()
+    j.problem, j.baselines = FakeProblem(1), None
+    r = FakeRunner(graphs=())
+    j.runners["a"] = r
+    j.time("a", ["server"], "full")
+    assert [name for op, name in r.requests if op == "capture"] == ["server-graph"]

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from hgemm.bench import server_probe
 
+from hgemm.core.shape import Shape
+
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 REPORT = RESULTS / "grid100-r10-H100-2026-11-24.json"  # the latest grid100 report and its seed archive
 ARCHIVE = RESULTS / "archive-grid100-r10-H100-2026-11-24.jsonl.xz"
@@ -25,7 +27,7 @@ def test_kernel_params_come_from_the_export():
     from hgemm.evaluator.kernels import get_family
 
     fam = get_family(family)
-    assert fam.check(params, 512, 8192, 512) is None
+    assert fam.check(params, Shape(512, 8192, 512)) is None
 
 
 @pytest.mark.parametrize(

@@ -26,27 +26,31 @@ def record(M, N, K, cand_us: float, base_us: float) -> EvalRecord:
     rec.compiled = rec.correct = True
     for mode, scale in (("offline", 1.0), ("server", 1.2)):
         baselines = {b: stats(base_us * scale * (1 + 0.01 * i)) for i, b in enumerate(BASELINES)}
-        rec.modes[mode] = ModeResult(mode, stats(cand_us * scale), baselines, floor_us=1.0).finish(M, N, K)
+        rec.modes[mode] = ModeResult(mode, stats(cand_us * scale), baselines, floor_us=1.0).finish(rec.shape)
     return rec
 
 
 @pytest.fixture
 def rows():
     return [
-        row_from_record(64, 64, 64, record(64, 64, 64, 4.0, 5.0), family="small", gpu_seconds=1.5, evals=10),
         row_from_record(
-            1024, 1024, 1024, record(1024, 1024, 1024, 20.0, 18.0), family="mma_ms", gpu_seconds=3.0, evals=20
+            Shape(64, 64, 64), record(64, 64, 64, 4.0, 5.0), family="small", gpu_seconds=1.5, evals=10
         ),
         row_from_record(
-            8192,
-            8192,
-            8192,
+            Shape(1024, 1024, 1024),
+            record(1024, 1024, 1024, 20.0, 18.0),
+            family="mma_ms",
+            gpu_seconds=3.0,
+            evals=20,
+        ),
+        row_from_record(
+            Shape(8192, 8192, 8192),
             record(8192, 8192, 8192, 1500.0, 1650.0),
             family="wgmma",
             gpu_seconds=9.5,
             evals=30,
         ),
-        row_from_record(512, 128, 8192, None, gpu_seconds=2.0, evals=8),
+        row_from_record(Shape(512, 128, 8192), None, gpu_seconds=2.0, evals=8),
     ]
 
 
@@ -117,11 +121,11 @@ def test_committed_grid100_is_what_the_script_writes():
 def test_sweep_runs_and_resumes():
     from hgemm.archive import Archive
 
-    shapes = [(256, 256, 256), (512, 128, 2048)]
+    shapes = [Shape(256, 256, 256), Shape(512, 128, 2048)]
     archive = Archive()
     evaluator = StandinEvaluator()
     rows = run_sweep(shapes, evaluator=evaluator, archive=archive, budget_evals=14, progress=False)
-    assert [(r["M"], r["N"], r["K"]) for r in rows] == shapes
+    assert [Shape(r["M"], r["N"], r["K"]) for r in rows] == shapes
     for r in rows:
         assert r["status"] == "optimized"
         assert r["offline_speedup_best"] > 0 and r["server_speedup_best"] > 0
@@ -159,11 +163,11 @@ def test_a_search_again_keeps_the_archived_kernel_when_it_finds_nothing_better()
     with Archive() as archive:
         (rec,) = ev.evaluate([fast], Shape(256, 256, 256), stage="full")
         archive.record(Candidate(fast, "list"), rec)
-        (row,) = run_sweep([(256, 256, 256)], evaluator=ev, archive=archive, budget_evals=6, resume=False,
+        (row,) = run_sweep([Shape(256, 256, 256)], evaluator=ev, archive=archive, budget_evals=6, resume=False,
                            progress=False)  # fmt: skip
         assert row["status"] == "kept" and row["kernel"] == kernel_hash(fast)
         assert 0 < row["evals"] <= 6 and row["stop_reason"]  # the search ran; its spending is reported
-        (checked,) = run_sweep([(256, 256, 256)], evaluator=ev, archive=archive, budget_evals=6, resume=False,
+        (checked,) = run_sweep([Shape(256, 256, 256)], evaluator=ev, archive=archive, budget_evals=6, resume=False,
                                progress=False, sanitize=True)  # fmt: skip
         assert checked["status"] != "kept" and checked["kernel"] != kernel_hash(fast)
 
@@ -195,7 +199,7 @@ def test_sweep_command(tmp_path, monkeypatch):
     with Archive(tmp_path / "elsewhere.db") as other:
         other.import_file(exported)
         for M, N, K in [(128, 128, 128), (256, 512, 256)]:
-            assert other.best(M, N, K) is not None
+            assert other.best(Shape(M, N, K)) is not None
 
 
 def test_model_rank_correlation_is_spearman():
@@ -204,25 +208,23 @@ def test_model_rank_correlation_is_spearman():
     from hgemm.evaluator.kernels import FAMILIES
 
     gpu = StandinEvaluator().gpu_info()
-    shape = (1024, 1024, 1024)
+    shape = Shape(1024, 1024, 1024)
     from hgemm.agent.model import predict_us
 
     fam = FAMILIES["mma_ms"]
-    configs = [
-        dict(fam.default_params(*shape, gpu), BM=bm, BN=bn) for bm in (32, 64, 128) for bn in (64, 128)
-    ]
-    configs = [p for p in configs if fam.check(p, *shape, gpu) is None]
+    configs = [dict(fam.default_params(shape, gpu), BM=bm, BN=bn) for bm in (32, 64, 128) for bn in (64, 128)]
+    configs = [p for p in configs if fam.check(p, shape, gpu) is None]
     results = []
     for p in configs:
         c = Candidate(source=fam.render(p), proposer="template", family="mma_ms", params=p)
-        rec = record(*shape, predict_us(fam, p, *shape, gpu), 10.0)
+        rec = record(*shape, predict_us(fam, p, shape, gpu), 10.0)
         rec.stage = "quick"
         results.append((c, rec))
-    assert model_rank_correlation(results, *shape, gpu) == pytest.approx(1.0)  # times in model order
+    assert model_rank_correlation(results, shape, gpu) == pytest.approx(1.0)  # times in model order
     for c, r in results:
-        r.modes["offline"].candidate.median_us = 1.0 / predict_us(fam, c.params, *shape, gpu)
-    assert model_rank_correlation(results, *shape, gpu) == pytest.approx(-1.0)
-    assert model_rank_correlation(results[:3], *shape, gpu) is None
+        r.modes["offline"].candidate.median_us = 1.0 / predict_us(fam, c.params, shape, gpu)
+    assert model_rank_correlation(results, shape, gpu) == pytest.approx(-1.0)
+    assert model_rank_correlation(results[:3], shape, gpu) is None
 
 
 def test_sweep_sanitizes_only_the_reported_kernel():
@@ -231,7 +233,7 @@ def test_sweep_sanitizes_only_the_reported_kernel():
 
     ev = StandinEvaluator()
     with Archive() as archive:
-        rows = run_sweep([(256, 256, 256)], evaluator=ev, archive=archive, budget_evals=12, progress=False,
+        rows = run_sweep([Shape(256, 256, 256)], evaluator=ev, archive=archive, budget_evals=12, progress=False,
                          sanitize=True)
     assert rows[0]["kernel"]
     assert ev.sanitized == [("full", 1)]  # one sanitizer run, on the winner
@@ -275,7 +277,8 @@ def test_sweep_without_a_terminal_prints_a_line_per_shape(capsys):
     from hgemm.archive import Archive
 
     with Archive() as archive:
-        run_sweep([(128, 128, 128), (256, 256, 256)], evaluator=StandinEvaluator(), archive=archive, budget_evals=8)
+        shapes = [Shape(128, 128, 128), Shape(256, 256, 256)]
+        run_sweep(shapes, evaluator=StandinEvaluator(), archive=archive, budget_evals=8)
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[")]
     assert lines[0].startswith("[1/2] 128x128x128 optimized") and lines[1].startswith("[2/2] 256x256x256")
     assert "offline" in lines[0] and "server" in lines[0]
@@ -290,14 +293,15 @@ def test_a_resumed_shape_is_chosen_by_the_objective():
     cold_sensitive = "// STANDIN_SPEED 0.80\n// STANDIN_SERVER_SPEED 1.5\n" + body
     even = "// STANDIN_SPEED 0.85\n" + body
     ev = StandinEvaluator()
+    shape = Shape(256, 256, 256)
     with Archive() as archive:
         for source in (cold_sensitive, even):
-            (rec,) = ev.evaluate([source], Shape(256, 256, 256), stage="full")
+            (rec,) = ev.evaluate([source], shape, stage="full")
             archive.record(Candidate(source, "list"), rec)
         gpu = ev.gpu_info().name
-        assert sweep.archived_row(archive, 256, 256, 256, gpu, "offline")["kernel"] == kernel_hash(cold_sensitive)
-        assert sweep.archived_row(archive, 256, 256, 256, gpu, "both")["kernel"] == kernel_hash(even)
-        assert sweep.archived_row(archive, 256, 256, 256, gpu, "server")["kernel"] == kernel_hash(even)
+        assert sweep.archived_row(archive, shape, gpu, "offline")["kernel"] == kernel_hash(cold_sensitive)
+        assert sweep.archived_row(archive, shape, gpu, "both")["kernel"] == kernel_hash(even)
+        assert sweep.archived_row(archive, shape, gpu, "server")["kernel"] == kernel_hash(even)
 
 
 def test_a_record_with_disturbed_baselines_does_not_win_the_resumed_row():
@@ -308,20 +312,21 @@ def test_a_record_with_disturbed_baselines_does_not_win_the_resumed_row():
     body = get_family("small").render(dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1))
     fast, slow = "// STANDIN_SPEED 0.7\n" + body, "// STANDIN_SPEED 1.0\n" + body  # time factors
     ev = StandinEvaluator()
+    shape = Shape(256, 256, 256)
     with Archive() as archive:
-        (rec_fast,) = ev.evaluate([fast], Shape(256, 256, 256), stage="full")
-        (rec_slow,) = ev.evaluate([slow], Shape(256, 256, 256), stage="full")
+        (rec_fast,) = ev.evaluate([fast], shape, stage="full")
+        (rec_slow,) = ev.evaluate([slow], shape, stage="full")
         for mode in rec_slow.modes.values():  # the slow kernel's baselines timed 2x too long (a busy host)
             for stats in mode.baselines.values():
                 stats.median_us *= 2
-            mode.finish(256, 256, 256)
+            mode.finish(shape)
         assert rec_slow.speedup_best("server") > rec_fast.speedup_best("server")  # it looks better on speedups
         archive.record(Candidate(fast, "list"), rec_fast)
         archive.record(Candidate(slow, "list"), rec_slow)
         gpu = ev.gpu_info().name
-        row = sweep.archived_row(archive, 256, 256, 256, gpu, "both")
+        row = sweep.archived_row(archive, shape, gpu, "both")
         assert row["kernel"] == kernel_hash(fast)
-        prior_slow = sweep.row_from_record(256, 256, 256, rec_slow, kernel=kernel_hash(slow), family="small",
+        prior_slow = sweep.row_from_record(shape, rec_slow, kernel=kernel_hash(slow), family="small",
                                            proposer="list", gpu=gpu, evals=1, gpu_seconds=0.0)  # fmt: skip
         assert sweep.row_score(row, "both") > sweep.row_score(prior_slow, "both")
 
@@ -334,8 +339,7 @@ class FailsOn(StandinEvaluator):
         self.shape = shape
 
     def evaluate(self, sources, shape, **kwargs):
-        M, N, K = shape
-        if (M, N, K) == self.shape:
+        if shape == self.shape:
             raise RuntimeError("worker prepare failed: TimingDisturbed: only 4 of 10 samples were clean")
         return super().evaluate(sources, shape, **kwargs)
 
@@ -344,12 +348,12 @@ def test_a_shape_whose_search_raises_ends_only_its_own_search(tmp_path):
     from hgemm.archive import Archive
 
     with Archive() as archive:
-        first = run_sweep([(256, 256, 256)], evaluator=StandinEvaluator(), archive=archive, budget_evals=6,
+        first = run_sweep([Shape(256, 256, 256)], evaluator=StandinEvaluator(), archive=archive, budget_evals=6,
                           progress=False)  # fmt: skip
         seen = []
-        rows = run_sweep([(128, 128, 128), (256, 256, 256), (512, 512, 512)], evaluator=FailsOn((256, 256, 256)),
-                         archive=archive, budget_evals=6, resume=False, progress=False,
-                         on_row=lambda r: seen.append(len(r)))  # fmt: skip
+        shapes = [Shape(128, 128, 128), Shape(256, 256, 256), Shape(512, 512, 512)]
+        rows = run_sweep(shapes, evaluator=FailsOn(Shape(256, 256, 256)), archive=archive, budget_evals=6,
+                         resume=False, progress=False, on_row=lambda r: seen.append(len(r)))  # fmt: skip
     assert [r["status"] for r in rows] == ["optimized", "kept", "optimized"]
     failed = rows[1]
     assert failed["kernel"] == first[0]["kernel"] and failed["evals"] == 0  # the archive's kernel stays reported
@@ -357,6 +361,6 @@ def test_a_shape_whose_search_raises_ends_only_its_own_search(tmp_path):
     assert seen == [1, 2, 3]  # the report is rewritten after the failed shape too
     assert "256×256×256: RuntimeError: worker prepare failed" in sweep.render_markdown(rows, summarize(rows), "x")
     with Archive(tmp_path / "empty.db") as empty:
-        (row,) = run_sweep([(256, 256, 256)], evaluator=FailsOn((256, 256, 256)), archive=empty, budget_evals=6,
+        (row,) = run_sweep([Shape(256, 256, 256)], evaluator=FailsOn(Shape(256, 256, 256)), archive=empty, budget_evals=6,
                            progress=False)  # fmt: skip
     assert row["status"] == "no_kernel" and row["kernel"] is None and row["error"]

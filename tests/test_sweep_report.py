@@ -11,25 +11,27 @@ from hgemm.agent.sweep_grid import flop_decade, full_grid, shape_class
 from hgemm.agent.sweep_report import render_markdown, row_from_record, summarize, write_report
 
 from hgemm.core.record import BASELINES, EvalRecord, ModeResult, Stats
+from hgemm.core.shape import Shape
 
 
 def stats(us: float) -> Stats:
     return Stats(median_us=us, p10_us=us, p90_us=us, n=10)
 
 
-def row(M: int, N: int, K: int, speedup: float | None, seconds: float = 3.6) -> dict:
+def row(shape: Shape, speedup: float | None, seconds: float = 3.6) -> dict:
     """A row whose kernel is `speedup` times faster than the best baseline (None: no kernel)."""
     if speedup is None:
-        return row_from_record(M, N, K, None, gpu_seconds=seconds, evals=4)
-    base = 10.0 + 2 * M * N * K / 5e8
+        return row_from_record(shape, None, gpu_seconds=seconds, evals=4)
+    M, N, K = shape
+    base = 10.0 + shape.flops / 5e8
     rec = EvalRecord(kernel_hash=f"{M:05x}{N:05x}{K:05x}", M=M, N=N, K=K, gpu="H100 test", stage="full")
     rec.compiled = rec.correct = True
     for mode, scale in (("offline", 1.0), ("server", 1.3)):
         baselines = {b: stats(base * scale * (1 + 0.02 * i)) for i, b in enumerate(BASELINES)}
         rec.modes[mode] = ModeResult(mode, stats(base * scale / speedup), baselines, floor_us=0.1).finish(
-            M, N, K
+            shape
         )
-    return row_from_record(M, N, K, rec, family="mma_ms", gpu_seconds=seconds, evals=10)
+    return row_from_record(shape, rec, family="mma_ms", gpu_seconds=seconds, evals=10)
 
 
 def test_shape_classes_and_decades():
@@ -45,11 +47,11 @@ def test_shape_classes_and_decades():
 
 def test_summary_groups_by_decade_and_class():
     rows = [
-        row(64, 64, 64, 1.25),
-        row(128, 128, 128, 0.8),
-        row(64, 4096, 4096, 1.1),
-        row(256, 512, 8192, 1.05),
-        row(12288, 4096, 1024, None),
+        row(Shape(64, 64, 64), 1.25),
+        row(Shape(128, 128, 128), 0.8),
+        row(Shape(64, 4096, 4096), 1.1),
+        row(Shape(256, 512, 8192), 1.05),
+        row(Shape(12288, 4096, 1024), None),
     ]
     rows[-1] = {**rows[-1], "status": "failed", "error": "WorkerLost: worker gpu0 died during the call"}
     s = summarize(rows)
@@ -87,8 +89,8 @@ def test_summary_groups_by_decade_and_class():
 
 def test_full_grid_report_and_plot(tmp_path):
     rows = []
-    for i, (M, N, K) in enumerate(full_grid()):
-        rows.append(row(M, N, K, None if i % 250 == 7 else 0.9 + 0.3 * ((i * 37) % 100) / 100, seconds=4.0))
+    for i, shape in enumerate(full_grid()):
+        rows.append(row(shape, None if i % 250 == 7 else 0.9 + 0.3 * ((i * 37) % 100) / 100, seconds=4.0))
     paths = write_report(rows, tmp_path, "full")
     data = json.loads(paths["json"].read_text())
     assert len(data["rows"]) == 1000 and data["summary"]["no_kernel"] == 4
@@ -107,14 +109,12 @@ def test_live_display_shows_progress_eta_each_worker_and_running_geomeans():
     from hgemm.agent.sweep_live import SweepDisplay
     from rich.console import Console
 
-    from hgemm.core.shape import Shape
-
     console = Console(record=True, width=120, force_terminal=False)
-    display = SweepDisplay(4, [row(64, 64, 64, 1.25)], enabled=False, console=console)
+    display = SweepDisplay(4, [row(Shape(64, 64, 64), 1.25)], enabled=False, console=console)
     assert display.eta_seconds(2) is None  # nothing searched yet
     display.start("gpu0", Shape(128, 128, 128), "0")
     display.start("gpu1", Shape(256, 256, 256), "1")
-    display.finish("gpu0", row(128, 128, 128, 0.8))
+    display.finish("gpu0", row(Shape(128, 128, 128), 0.8))
     display.note("256x256x256: WorkerLost: worker gpu1 died during the call; retrying")
     console.print(display.render())
     text = console.export_text()

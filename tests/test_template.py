@@ -35,18 +35,18 @@ class Timed(Family):
 
     inner: Family | None = None
 
-    def check(self, params, M, N, K, gpu=None):
-        return Family.check(self, params, M, N, K, gpu) or self.inner.check(params, M, N, K, gpu)
+    def check(self, params, shape, gpu=None):
+        return Family.check(self, params, shape, gpu) or self.inner.check(params, shape, gpu)
 
-    def default_params(self, M, N, K, gpu=None):
-        return self.inner.default_params(M, N, K, gpu)
+    def default_params(self, shape, gpu=None):
+        return self.inner.default_params(shape, gpu)
 
-    def truth(self, params, M, N, K) -> float:
-        return predict_us(self.inner, params, M, N, K, GPU) * hidden_factor(self.name, params)
+    def truth(self, params, shape) -> float:
+        return predict_us(self.inner, params, shape, GPU) * hidden_factor(self.name, params)
 
     def render(self, params):
         # The stand-in multiplies its base time by this factor; the kernel text is the real family's.
-        return f"// STANDIN_SPEED {self.truth(params, *self.shape) / 100.0:.6f}\n" + self.inner.render(params)
+        return f"// STANDIN_SPEED {self.truth(params, self.shape) / 100.0:.6f}\n" + self.inner.render(params)
 
 
 def timed(name: str, shape, **space_override) -> Timed:
@@ -58,19 +58,19 @@ def timed(name: str, shape, **space_override) -> Timed:
     return fam
 
 
-def ctx(M, N, K, **kw) -> ProposalContext:
-    return ProposalContext(Shape(M, N, K), GPU, **kw)
+def ctx(shape, **kw) -> ProposalContext:
+    return ProposalContext(shape, GPU, **kw)
 
 
-def drive(proposer, evaluator, M, N, K, rounds, n=8, archive=None):
+def drive(proposer, evaluator, shape, rounds, n=8, archive=None):
     """A minimal propose -> evaluate -> observe loop (the real loop is tested below)."""
     results, proposed = [], []
     for _ in range(rounds):
-        cands = proposer.propose(ctx(M, N, K, archive=archive), n)
+        cands = proposer.propose(ctx(shape, archive=archive), n)
         if not cands:
             break
         proposed += cands
-        records = evaluator.evaluate([c.source for c in cands], Shape(M, N, K), stage="quick", modes=("offline",))
+        records = evaluator.evaluate([c.source for c in cands], shape, stage="quick", modes=("offline",))
         pairs = list(zip(cands, records, strict=True))
         if archive is not None:
             for c, r in pairs:
@@ -81,9 +81,9 @@ def drive(proposer, evaluator, M, N, K, rounds, n=8, archive=None):
 
 
 def test_first_batch_is_valid_distinct_and_covers_every_family():
-    M, N, K = 1024, 1024, 1024
+    shape = Shape(1024, 1024, 1024)
     p = TemplateProposer(seed=1)
-    cands = p.propose(ctx(M, N, K), 8)
+    cands = p.propose(ctx(shape), 8)
     assert len(cands) == 8
     assert len({c.hash for c in cands}) == 8
     usable = {name for name, f in FAMILIES.items() if f.min_cc <= float(GPU.cc)}
@@ -91,7 +91,7 @@ def test_first_batch_is_valid_distinct_and_covers_every_family():
     for c in cands:
         fam = FAMILIES[c.family]
         assert c.proposer == "template"
-        assert fam.check(c.params, M, N, K, GPU) is None
+        assert fam.check(c.params, shape, GPU) is None
         assert c.source == fam.render(c.params)
         assert "hgemm_run" in c.source
 
@@ -104,19 +104,19 @@ def test_families_that_cannot_run_on_the_gpu_are_never_proposed():
 
 
 def test_deterministic_for_a_seed():
-    shape = (768, 512, 2048)
+    shape = Shape(768, 512, 2048)
     runs = []
     for _ in range(2):
         p = TemplateProposer(seed=7)
-        proposed, _ = drive(p, StandinEvaluator(), *shape, rounds=4)
+        proposed, _ = drive(p, StandinEvaluator(), shape, rounds=4)
         runs.append([c.hash for c in proposed])
     assert runs[0] == runs[1] and len(runs[0]) == 32
 
 
 def test_neighbours_of_measured_configurations_name_their_parents():
-    shape = (2048, 2048, 1024)
+    shape = Shape(2048, 2048, 1024)
     p = TemplateProposer(seed=3, explore=0.0)
-    proposed, results = drive(p, StandinEvaluator(), *shape, rounds=3)
+    proposed, results = drive(p, StandinEvaluator(), shape, rounds=3)
     by_hash = {c.hash: c for c in proposed}
     children = [c for c in proposed[8:] if c.parents]
     assert children, "later rounds grow from measured configurations"
@@ -151,10 +151,11 @@ def one_step_moves(family: str, params: dict) -> list[dict]:
 def test_a_move_that_frees_shared_memory_also_comes_with_the_deeper_ring():
     # 128x256 with the whole C tile staged fits 3 stages; staging C in two 64-column panels frees
     # room for a 4th. One move must reach the 4-deep panel kernel (H100: 12288x256x16384 191 -> 181 us).
-    p = TemplateProposer({"wgmma": FAMILIES["wgmma"]}, seed=0)
-    whole = FAMILIES["wgmma"].repair({**FAMILIES["wgmma"].default_params(12288, 256, 16384), "epi_panels": 0})
+    wgmma = FAMILIES["wgmma"]
+    p = TemplateProposer({"wgmma": wgmma}, seed=0)
+    whole = wgmma.repair({**wgmma.default_params(Shape(12288, 256, 16384)), "epi_panels": 0})
     assert whole["stages"] == 3
-    moves = [FAMILIES["wgmma"].repair(m) for m in p._neighbours("wgmma", whole)]
+    moves = [wgmma.repair(m) for m in p._neighbours("wgmma", whole)]
     assert {**whole, "epi_panels": 2, "stages": 4} in moves
     assert {**whole, "epi_panels": 2} in moves  # the plain move stays
 
@@ -163,19 +164,19 @@ def test_neighbour_moves_are_repaired_into_valid_configurations():
     # 2048 x 256 x 4096: the wgmma default splits K in two inside a cluster (split_dsmem). The move
     # split_k 2 -> 1 alone would leave split_dsmem=1, which check refuses; repair clears it, so the
     # search still reaches the unsplit kernels from that seed.
-    shape = (2048, 256, 4096)
+    shape = Shape(2048, 256, 4096)
     p = TemplateProposer({"wgmma": FAMILIES["wgmma"]}, seed=0, explore=0.0, random_samples=0)
-    proposed, _ = drive(p, StandinEvaluator(), *shape, rounds=3)
+    proposed, _ = drive(p, StandinEvaluator(), shape, rounds=3)
     wgmma = [c for c in proposed if c.family == "wgmma"]
     assert any(c.params["split_dsmem"] for c in wgmma)
     assert any(c.params["split_k"] == 1 for c in wgmma)
     for c in wgmma:
-        assert FAMILIES["wgmma"].check(c.params, *shape, GPU) is None
+        assert FAMILIES["wgmma"].check(c.params, shape, GPU) is None
         assert c.params == FAMILIES["wgmma"].repair(c.params)
 
 
 def test_small_space_is_exhausted_without_repeats():
-    shape = (256, 256, 256)
+    shape = Shape(256, 256, 256)
     tiny = timed(
         "mma_ms",
         shape,
@@ -188,24 +189,24 @@ def test_small_space_is_exhausted_without_repeats():
         RASTER=(1, 8),
     )
     p = TemplateProposer({"mma_ms": tiny}, seed=0)
-    proposed, _ = drive(p, StandinEvaluator(), *shape, rounds=20, n=3)
+    proposed, _ = drive(p, StandinEvaluator(), shape, rounds=20, n=3)
     keys = [config_key(c.family, c.params) for c in proposed]
     assert len(keys) == len(set(keys)) == 8  # the whole 1x2x1x1x1x2x2 space, once each
     assert p.exhausted
-    assert p.propose(ctx(*shape), 3) == []
+    assert p.propose(ctx(shape), 3) == []
 
 
 def test_check_rejections_are_never_proposed():
-    shape = (96, 96, 4096)  # BM or BN above 96 waste most of a tile; the family still allows them
+    shape = Shape(96, 96, 4096)  # BM or BN above 96 waste most of a tile; the family still allows them
     p = TemplateProposer({"small": FAMILIES["small"], "mma_splitk": FAMILIES["mma_splitk"]}, seed=5)
-    proposed, _ = drive(p, StandinEvaluator(), *shape, rounds=6)
+    proposed, _ = drive(p, StandinEvaluator(), shape, rounds=6)
     assert len(proposed) >= 40
     for c in proposed:
-        assert FAMILIES[c.family].check(c.params, *shape, GPU) is None
+        assert FAMILIES[c.family].check(c.params, shape, GPU) is None
 
 
 def test_converges_near_the_hidden_optimum():
-    shape = (1536, 1024, 4096)
+    shape = Shape(1536, 1024, 4096)
     fam = timed("mma_ms", shape)
     # The optimum of the hidden cost over every valid configuration (exhaustive, for the test only).
     import itertools
@@ -214,8 +215,8 @@ def test_converges_near_the_hidden_optimum():
     valid = []
     for values in itertools.product(*(fam.space[n] for n in names)):
         params = dict(zip(names, values))
-        if fam.check(params, *shape, GPU) is None:
-            valid.append(fam.truth(params, *shape))
+        if fam.check(params, shape, GPU) is None:
+            valid.append(fam.truth(params, shape))
     optimum = min(valid)
     # random search with the same budget, averaged over draws
     random_best = sum(min(random.Random(i).sample(valid, 96)) for i in range(20)) / 20
@@ -223,35 +224,35 @@ def test_converges_near_the_hidden_optimum():
     found = []
     for seed in range(3):
         p = TemplateProposer({"mma_ms": fam}, seed=seed)
-        proposed, results = drive(p, StandinEvaluator(), *shape, rounds=12)
+        proposed, results = drive(p, StandinEvaluator(), shape, rounds=12)
         assert len(proposed) <= 96 < len(valid) / 10  # searched well under a tenth of the space
-        found.append(min(fam.truth(c.params, *shape) for c, r in results if r.ok))
+        found.append(min(fam.truth(c.params, shape) for c, r in results if r.ok))
     assert max(found) <= optimum * 1.15
     assert sum(found) / len(found) <= optimum * 1.10
     assert sum(found) / len(found) < random_best
 
 
 def test_stagnation_sets_exhausted():
-    shape = (512, 512, 512)
+    shape = Shape(512, 512, 512)
     fam = timed("mma_ms", shape)
     p = TemplateProposer({"mma_ms": fam}, seed=2, patience=2)
-    drive(p, StandinEvaluator(), *shape, rounds=200)
+    drive(p, StandinEvaluator(), shape, rounds=200)
     assert p.exhausted
-    assert p.stale >= 2 or not p._pool(ctx(*shape))
+    assert p.stale >= 2 or not p._pool(ctx(shape))
 
 
 def test_archive_attempts_are_skipped_and_seed_the_search():
     from hgemm.archive import Archive
 
-    shape = (1024, 512, 2048)
+    shape = Shape(1024, 512, 2048)
     archive = Archive()
     evaluator = StandinEvaluator()
     first = TemplateProposer(seed=4)
-    proposed1, results1 = drive(first, evaluator, *shape, rounds=2, archive=archive)
-    assert len(archive.attempts(*shape, gpu=GPU.name)) == len(proposed1)
+    proposed1, results1 = drive(first, evaluator, shape, rounds=2, archive=archive)
+    assert len(archive.attempts(shape, gpu=GPU.name)) == len(proposed1)
 
     second = TemplateProposer(seed=4)  # a new run, same seed: would repeat itself without the archive
-    proposed2, _ = drive(second, evaluator, *shape, rounds=2, archive=archive)
+    proposed2, _ = drive(second, evaluator, shape, rounds=2, archive=archive)
     assert proposed2
     assert not {c.hash for c in proposed1} & {c.hash for c in proposed2}
     archived_ok = {c.hash for c, r in results1 if r.ok}
@@ -282,18 +283,18 @@ def revised_families(revision, shape):
 def test_configurations_measured_with_an_older_template_are_measured_again():
     from hgemm.archive import Archive
 
-    shape = (2048, 1024, 1024)
+    shape = Shape(2048, 1024, 1024)
 
     def families(revision):
         return revised_families(revision, shape)
 
     archive = Archive()
     evaluator = StandinEvaluator()
-    _, old = drive(TemplateProposer(families("r1"), seed=5), evaluator, *shape, rounds=2, archive=archive)
+    _, old = drive(TemplateProposer(families("r1"), seed=5), evaluator, shape, rounds=2, archive=archive)
     by_time = sorted((r.median_us("offline"), c.hash, c.params) for c, r in old if r.ok)
 
     renewed = TemplateProposer(families("r2"), seed=5, refresh=2)
-    proposed, _ = drive(renewed, evaluator, *shape, rounds=1, archive=archive)
+    proposed, _ = drive(renewed, evaluator, shape, rounds=1, archive=archive)
     first_two = proposed[:2]
     assert [c.params for c in first_two] == [p for _, _, p in by_time[:2]], "the two fastest, fastest first"
     assert [c.parents for c in first_two] == [[h] for _, h, _ in by_time[:2]], "each names its older source"
@@ -303,14 +304,14 @@ def test_configurations_measured_with_an_older_template_are_measured_again():
     }
 
     again = TemplateProposer(families("r2"), seed=5, refresh=2)  # both now archived as they render
-    proposed_again, _ = drive(again, evaluator, *shape, rounds=1, archive=archive)
+    proposed_again, _ = drive(again, evaluator, shape, rounds=1, archive=archive)
     assert not {c.hash for c in proposed_again} & {c.hash for c in proposed}
     assert not {config_key("mma_ms", c.params) for c in proposed_again} & {
         config_key("mma_ms", c.params) for c in first_two
     }, "a configuration re-measured as it renders now is not measured a third time"
 
     never = TemplateProposer(families("r3"), seed=5, refresh=0)  # refresh=0: a changed template alone re-measures nothing
-    assert not [c for c in never.propose(ctx(*shape, archive=archive), 8) if c.note.startswith("refresh")]
+    assert not [c for c in never.propose(ctx(shape, archive=archive), 8) if c.note.startswith("refresh")]
     archive.close()
 
 
@@ -318,10 +319,10 @@ def test_through_the_search_loop():
     from hgemm.agent.loop import Budget, optimize
     from hgemm.archive import Archive
 
-    shape = (2048, 1024, 1024)
+    shape = Shape(2048, 1024, 1024)
     archive = Archive()
     result = optimize(
-        Shape(*shape),
+        shape,
         proposers=[TemplateProposer(seed=0)],
         evaluator=StandinEvaluator(),
         archive=archive,
@@ -336,11 +337,11 @@ def test_through_the_search_loop():
     archive.close()
 
 
-@pytest.mark.parametrize("shape", [(64, 64, 64), (512, 128, 8192), (4096, 4096, 4096)])
+@pytest.mark.parametrize("shape", [Shape(64, 64, 64), Shape(512, 128, 8192), Shape(4096, 4096, 4096)])
 def test_first_choice_follows_the_model(shape):
     p = TemplateProposer(seed=0, explore=0.0)
-    cands = p.propose(ctx(*shape), 12)
-    times = [predict_us(FAMILIES[c.family], c.params, *shape, GPU) for c in cands]
+    cands = p.propose(ctx(shape), 12)
+    times = [predict_us(FAMILIES[c.family], c.params, shape, GPU) for c in cands]
     assert all(math.isfinite(t) for t in times)
     # each family's default and one best-ranked representative per family lead; the rest is in model order
     defaults = sum(1 for c in cands if c.note.startswith("default"))
@@ -367,8 +368,9 @@ def test_nearest_archived_shapes_seed_the_first_batch(monkeypatch):
         progress=False,
     )
     assert done.best is not None
-    winner = archive.best(2048, 2048, 2048, gpu=GPU.name)
-    cands = TemplateProposer(seed=1).propose(ctx(2048, 2048, 4096, archive=archive, retriever=retriever), 8)
+    winner = archive.best(Shape(2048, 2048, 2048), gpu=GPU.name)
+    near = ctx(Shape(2048, 2048, 4096), archive=archive, retriever=retriever)
+    cands = TemplateProposer(seed=1).propose(near, 8)
     seeded = [c for c in cands if c.note.startswith("retrieved")]
     assert seeded and seeded[0].parents == [winner["kernel"]]
     assert seeded[0].family == winner["family"] and seeded[0].params == winner["params"]
@@ -387,7 +389,7 @@ def test_a_gpu_without_history_is_seeded_from_another_gpus_winners(monkeypatch):
     retriever = Retriever(archive, gpu_sm_count=GPU.sm_count)
     optimize(Shape(2048, 2048, 2048), proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
              retriever=retriever, budget=Budget(evals=20), progress=False)
-    winner = archive.best(2048, 2048, 2048, gpu=GPU.name)
+    winner = archive.best(Shape(2048, 2048, 2048), gpu=GPU.name)
     sibling = dataclasses.replace(GPU, name=GPU.name + " (sibling)")
 
     def first_batch(proposer):
@@ -429,12 +431,13 @@ def test_the_nearest_shapes_winner_leads_the_first_batch(monkeypatch):
         optimize(Shape(*shape), proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
                  retriever=retriever, budget=Budget(evals=10), progress=False)
     retriever.sync()
-    nearest = retriever.similar_shapes(Shape(4096, 4096, 8192), gpu=GPU.name, k=5)[0]
+    query = Shape(4096, 4096, 8192)
+    nearest = retriever.similar_shapes(query, gpu=GPU.name, k=5)[0]
     assert (nearest["M"], nearest["N"], nearest["K"]) == (4096, 4096, 4096)
-    cands = TemplateProposer(seed=1).propose(ctx(4096, 4096, 8192, archive=archive, retriever=retriever), 8)
+    cands = TemplateProposer(seed=1).propose(ctx(query, archive=archive, retriever=retriever), 8)
     assert cands[0].note.startswith("retrieved") and cands[0].params == nearest["params"]
     # then the model's favourite of the other retrieved winners (those that differ from the nearest one)
-    distinct = {tuple(sorted(h["params"].items())) for h in retriever.similar_shapes(Shape(4096, 4096, 8192), gpu=GPU.name, k=5)}
+    distinct = {tuple(sorted(h["params"].items())) for h in retriever.similar_shapes(query, gpu=GPU.name, k=5)}
     assert sum(c.note.startswith("retrieved") for c in cands[:2]) == min(2, len(distinct))
     archive.close()
 
@@ -449,17 +452,17 @@ def test_a_resumed_search_still_tries_another_gpus_winner_first(monkeypatch):
     monkeypatch.setenv("HGEMM_EMBEDDER", "none")
     archive = Archive()
     retriever = Retriever(archive, gpu_sm_count=GPU.sm_count)
-    shape = (4096, 1024, 2048)
-    optimize(Shape(*shape), proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
+    shape = Shape(4096, 1024, 2048)
+    optimize(shape, proposers=[TemplateProposer(seed=1)], evaluator=StandinEvaluator(), archive=archive,
              retriever=retriever, budget=Budget(evals=24), progress=False)
-    winner = archive.best(*shape, gpu=GPU.name)
+    winner = archive.best(shape, gpu=GPU.name)
     sibling = dataclasses.replace(GPU, name=GPU.name + " (sibling)")
-    optimize(Shape(*shape), proposers=[TemplateProposer(seed=1, other_gpus=False)], evaluator=StandinEvaluator(gpu=sibling),
+    optimize(shape, proposers=[TemplateProposer(seed=1, other_gpus=False)], evaluator=StandinEvaluator(gpu=sibling),
              archive=archive, retriever=retriever, budget=Budget(evals=3), progress=False)
-    tried = [row["params"] for row in archive.attempts(*shape, gpu=sibling.name)]
+    tried = [row["params"] for row in archive.attempts(shape, gpu=sibling.name)]
     assert tried and winner["params"] not in tried
     retriever.sync()
-    c = ProposalContext(Shape(*shape), sibling, archive=archive, retriever=retriever)
+    c = ProposalContext(shape, sibling, archive=archive, retriever=retriever)
     first = TemplateProposer(seed=1).propose(c, 8)[0]
     assert first.note.startswith("retrieved") and first.params == winner["params"]
     archive.close()
@@ -468,14 +471,14 @@ def test_a_resumed_search_still_tries_another_gpus_winner_first(monkeypatch):
 def test_on_large_shapes_the_first_batch_skips_families_the_model_gives_no_chance():
     from hgemm.agent.template import FAMILY_REACH
 
-    shape = (8192, 8192, 8192)
+    shape = Shape(8192, 8192, 8192)
     p = TemplateProposer(seed=1)
-    cands = p.propose(ctx(*shape), 8)
-    times = {c.family: predict_us(FAMILIES[c.family], c.params, *shape, GPU) for c in cands}
+    cands = p.propose(ctx(shape), 8)
+    times = {c.family: predict_us(FAMILIES[c.family], c.params, shape, GPU) for c in cands}
     best = min(times.values())
     usable = {name for name, f in FAMILIES.items() if f.min_cc <= float(GPU.cc)}
     far = {name for name in usable
-           if predict_us(FAMILIES[name], FAMILIES[name].default_params(*shape, GPU), *shape, GPU) > FAMILY_REACH * best}
+           if predict_us(FAMILIES[name], FAMILIES[name].default_params(shape, GPU), shape, GPU) > FAMILY_REACH * best}
     assert far, "some family should be hopeless on 8192^3"
     head = [c.family for c in cands[:4]]
     assert not far & set(head)
@@ -484,19 +487,19 @@ def test_on_large_shapes_the_first_batch_skips_families_the_model_gives_no_chanc
 def test_refresh_within_widens_which_outdated_configurations_are_measured_again():
     from hgemm.archive import Archive
 
-    shape = (2048, 1024, 1024)
+    shape = Shape(2048, 1024, 1024)
 
     def families(revision):
         return revised_families(revision, shape)
 
     archive = Archive()
-    _, old = drive(TemplateProposer(families("r1"), seed=5), StandinEvaluator(), *shape, rounds=2, archive=archive)
+    _, old = drive(TemplateProposer(families("r1"), seed=5), StandinEvaluator(), shape, rounds=2, archive=archive)
     times = sorted(r.median_us("offline") for _, r in old if r.ok)
     best = times[0]
 
     def refreshed(within):
         p = TemplateProposer(families("r2"), seed=5, refresh=8, refresh_within=within)
-        return [c for c in p.propose(ctx(*shape, archive=archive), 8) if c.note.startswith("refresh")]
+        return [c for c in p.propose(ctx(shape, archive=archive), 8) if c.note.startswith("refresh")]
 
     narrow, wide = refreshed(1.0), refreshed(10.0)
     assert len(narrow) == sum(t <= best for t in times) >= 1, "1.0: only the best time itself"
@@ -513,3 +516,27 @@ def test_refresh_within_widens_which_outdated_configurations_are_measured_again(
     with pytest.raises(ValueError, match="refresh_within"):
         TemplateProposer(families("r2"), refresh_within=0.9)
     archive.close()
+
+
+def test_the_models_favourite_is_proposed_when_it_is_far_from_every_seed():
+    # 512 x 1024 x 16384: the model's favourite structure (128x128 tiles, 2x1 cluster, K split in four through
+    # the workspace) is at least three single-parameter moves from the family's default (64x128, one
+    # consumer, K split in two inside the cluster's shared memory). It is in the first batch, marked "model".
+    shape = Shape(512, 1024, 16384)
+    fam = FAMILIES["wgmma"]
+    favourite = {"bm": 128, "bn": 128, "cluster_m": 2, "split_k": 4, "split_dsmem": 0}
+
+    def model(family, params, shape_, gpu):
+        base = predict_us(family, params, shape_, gpu)
+        return base / 10 if all(params[k] == v for k, v in favourite.items()) else base
+
+    default = fam.default_params(shape, GPU)
+    assert sum(default[k] != v for k, v in favourite.items()) >= 3
+    p = TemplateProposer({"wgmma": fam}, seed=0, explore=0.0, random_samples=0, model=model)
+    first = p.propose(ctx(shape), 8)
+    hits = [c for c in first if all(c.params[k] == v for k, v in favourite.items())]
+    assert hits and hits[0].note.startswith("model;")
+    assert fam.check(hits[0].params, shape, GPU) is None
+    # Without the model's favourites the first batch does not reach it.
+    q = TemplateProposer({"wgmma": fam}, seed=0, explore=0.0, random_samples=0, model=model, model_seeds=0)
+    assert not [c for c in q.propose(ctx(shape), 8) if all(c.params[k] == v for k, v in favourite.items())]

@@ -16,6 +16,8 @@ import pytest
 from hgemm.archive import Archive
 from web_fixtures import build
 
+from hgemm.core.shape import Shape
+
 
 def hgemm(*args: str, home, timeout: int = 120, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "HGEMM_HOME": str(home), "HGEMM_EMBEDDER": "none"}
@@ -39,7 +41,7 @@ def filled(tmp_path_factory):
 
 def test_best_source_is_only_the_source(filled, tmp_path):
     with Archive(filled["path"]) as a:
-        best = a.best(1024, 1024, 2048)
+        best = a.best(Shape(1024, 1024, 2048))
     out = hgemm("archive", "best", "1024", "1024", "2048", "--source", home=filled["home"])
     assert out.returncode == 0, out.stderr
     assert out.stdout == best["source"]  # `> k.cu` writes exactly the kernel

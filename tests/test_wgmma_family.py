@@ -25,6 +25,7 @@ from hgemm.evaluator.static_check import check_source
 from nvcc_build import build_without_spills
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 FAMILY = FAMILIES["wgmma"]
 H100 = GpuInfo(name="NVIDIA H100 80GB HBM3", cc="9.0", driver="x", sm_count=132, l2_bytes=50 << 20,
@@ -56,24 +57,24 @@ def test_family_is_registered_for_hopper_only():
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_default_params_are_valid_for_standard_shapes(shape):
-    params = FAMILY.default_params(*shape, H100)
+    params = FAMILY.default_params(Shape(*shape), H100)
     assert params is not None
-    assert FAMILY.check(params, *shape, H100) is None
+    assert FAMILY.check(params, Shape(*shape), H100) is None
     assert shared_bytes(params) <= HOPPER_SMEM_OPTIN
 
 
 def test_default_params_take_any_shape_with_16_byte_rows():
     for shape in ((1000, 1000, 1000), (1, 4096, 4096), (77, 5120, 5120), (4095, 4104, 1000)):
-        params = FAMILY.default_params(*shape, H100)
-        assert params is not None and FAMILY.check(params, *shape, H100) is None, shape
+        params = FAMILY.default_params(Shape(*shape), H100)
+        assert params is not None and FAMILY.check(params, Shape(*shape), H100) is None, shape
     # TMA's one rule: rows of A, Bt and C start 16-byte aligned
-    assert FAMILY.default_params(1000, 1001, 1000, H100) is None
-    assert FAMILY.default_params(1000, 1000, 1001, H100) is None
+    assert FAMILY.default_params(Shape(1000, 1001, 1000), H100) is None
+    assert FAMILY.default_params(Shape(1000, 1000, 1001), H100) is None
 
 
 def test_default_prefers_enough_tiles_for_small_m():
     # 512 x 4096 with 128x256 tiles is 64 tiles for 132 SMs: the default must pick a narrower tile.
-    params = FAMILY.default_params(512, 4096, 4096, H100)
+    params = FAMILY.default_params(Shape(512, 4096, 4096), H100)
     assert (512 // params["bm"]) * (4096 // params["bn"]) >= 128
 
 
@@ -82,7 +83,6 @@ def test_default_prefers_enough_tiles_for_small_m():
     [
         ({}, (1000, 4100, 4096), "N must be a multiple of 8"),
         ({}, (4096, 4096, 4001), "K must be a multiple of 8"),
-        ({}, (0, 4096, 4096), "empty shape"),
         ({"epilogue": 0, "split_k": 4, "persistent": 0}, (4096, 4096, 192), "fewer k-blocks than split_k"),
         ({"stages": 4}, (4096, 4096, 4096), "shared memory"),
         ({"bm": 256}, (4096, 4096, 4096), "accumulator registers"),
@@ -94,19 +94,19 @@ def test_default_prefers_enough_tiles_for_small_m():
     ],
 )
 def test_check_rejects_with_a_reason(change, shape, needle):
-    reason = FAMILY.check({**BIG, **change}, *shape, H100)
+    reason = FAMILY.check({**BIG, **change}, Shape(*shape), H100)
     assert reason is not None and needle in reason
 
 
 def test_check_rejects_missing_parameter():
     params = dict(BIG)
     del params["group_m"]
-    assert "missing parameters ['group_m']" in FAMILY.check(params, 4096, 4096, 4096, H100)
+    assert "missing parameters ['group_m']" in FAMILY.check(params, Shape(4096, 4096, 4096), H100)
 
 
 @pytest.mark.parametrize("gpu", [A100, B200])
 def test_check_rejects_non_hopper_gpus(gpu):
-    reason = FAMILY.check(BIG, 4096, 4096, 4096, gpu)
+    reason = FAMILY.check(BIG, Shape(4096, 4096, 4096), gpu)
     assert reason is not None and ("compute capability" in reason or "shared memory" in reason)
 
 
@@ -162,7 +162,7 @@ COMPILE_CASES = {
 @pytest.mark.parametrize("case", sorted(COMPILE_CASES))
 def test_compiles_for_sm90a_and_sm80(case, tmp_path):
     params = COMPILE_CASES[case]
-    assert FAMILY.check(params, 4096, 4096, 4096, H100) is None
+    assert FAMILY.check(params, Shape(4096, 4096, 4096), H100) is None
     log = build_without_spills(FAMILY.render(params), tmp_path)
     so = tmp_path / "k.so"
     assert "for 'sm_90a'" in log and "for 'sm_80'" in log
@@ -194,9 +194,9 @@ def test_compiles_for_sm90a_and_sm80(case, tmp_path):
 
 @pytest.mark.parametrize("shape", [(12288, 12288, 256), (16384, 2048, 256)])
 def test_short_k_many_tiles_defaults_to_pingpong(shape):
-    p = FAMILIES["wgmma"].default_params(*shape)
+    p = FAMILIES["wgmma"].default_params(Shape(*shape))
     assert (p["bm"], p["bn"], p["pingpong"], p["split_k"]) == (128, 128, 1, 1)
-    assert FAMILIES["wgmma"].check(p, *shape) is None
+    assert FAMILIES["wgmma"].check(p, Shape(*shape)) is None
 
 
 @pytest.mark.parametrize(
@@ -209,8 +209,8 @@ def test_short_k_many_tiles_defaults_to_pingpong(shape):
 )
 def test_split_dsmem_rules(change, needle):
     ok = {**BIG, "bn": 128, "stages": 6, "epilogue": 0, "persistent": 0, "split_k": 4, "split_dsmem": 1}
-    assert FAMILY.check(ok, 2048, 256, 4096, H100) is None
-    reason = FAMILY.check({**ok, **change}, 2048, 256, 4096, H100)
+    assert FAMILY.check(ok, Shape(2048, 256, 4096), H100) is None
+    reason = FAMILY.check({**ok, **change}, Shape(2048, 256, 4096), H100)
     assert reason is not None and needle in reason
 
 
@@ -221,8 +221,8 @@ def test_split_dsmem_needs_no_workspace_and_parks_the_partial_in_the_ring():
     ring = 2 * (128 * 64 * 2 + 128 * 64 * 2)
     assert shared_bytes(p) == 128 * 136 * 4 + (2 * 2 + 2) * 8 + 1024
     assert 128 * 136 * 4 > ring
-    assert FAMILY.check(p, 4096, 4096, 8192, H100) is None
-    assert "workspace" in FAMILY.check({**p, "split_dsmem": 0}, 4096, 4096, 8192, H100)
+    assert FAMILY.check(p, Shape(4096, 4096, 8192), H100) is None
+    assert "workspace" in FAMILY.check({**p, "split_dsmem": 0}, Shape(4096, 4096, 8192), H100)
 
 
 def test_render_leaves_out_split_dsmem_when_off():
@@ -251,15 +251,15 @@ def test_repair_makes_one_parameter_moves_valid(params, expect):
     fixed = FAMILY.repair(params)
     for key, value in expect.items():
         assert fixed[key] == value
-    assert FAMILY.check(fixed, 4096, 4096, 4096, H100) is None
+    assert FAMILY.check(fixed, Shape(4096, 4096, 4096), H100) is None
 
 
 def test_mid_shape_with_long_k_defaults_to_a_dsmem_split():
     # 2048 x 256 x 4096 on the H200: 64x128 tiles, 2 slices summed in DSMEM, 0.79 -> 0.94x.
-    p = FAMILY.default_params(2048, 256, 4096, H100)
+    p = FAMILY.default_params(Shape(2048, 256, 4096), H100)
     assert (p["bm"], p["bn"], p["split_k"], p["split_dsmem"], p["persistent"]) == (64, 128, 2, 1, 0)
     # Deep splits stay in the workspace (8 slices of 1024 x 128 x 16384).
-    q = FAMILY.default_params(1024, 128, 16384, H100)
+    q = FAMILY.default_params(Shape(1024, 128, 16384), H100)
     assert q["split_k"] == 8 and q["split_dsmem"] == 0
 
 
@@ -269,20 +269,22 @@ WIDE = {**BIG, "bn": 192, "stages": 4}  # 128x192 tiles, two consumers: 96 accum
 def test_bn_192_takes_n_it_does_not_divide_with_every_store_path():
     """The last 192-column tile of N = 4096 is a third full: TMA zero-fills the loads past N; C panels past N
     are clipped by TMA or, on the register, split-K and stream-K paths, predicated column by column."""
-    assert FAMILY.check(WIDE, 12288, 4096, 512, H100) is None
-    assert FAMILY.check({**WIDE, "cluster_m": 2}, 12288, 4096, 512, H100) is None
-    assert FAMILY.check({**WIDE, "bm": 64, "consumers": 2, "pingpong": 1, "stages": 5}, 4096, 4096, 512, H100) is None
-    assert FAMILY.check({**WIDE, "epi_panels": 2}, 12288, 4096, 512, H100) is None
+    tall = Shape(12288, 4096, 512)
+    assert FAMILY.check(WIDE, tall, H100) is None
+    assert FAMILY.check({**WIDE, "cluster_m": 2}, tall, H100) is None
+    pingpong_64 = {**WIDE, "bm": 64, "consumers": 2, "pingpong": 1, "stages": 5}
+    assert FAMILY.check(pingpong_64, Shape(4096, 4096, 512), H100) is None
+    assert FAMILY.check({**WIDE, "epi_panels": 2}, tall, H100) is None
     for other in ({"epilogue": 0}, {"epilogue": 0, "split_k": 2}, {"stream_k": 1}):
-        assert FAMILY.check({**WIDE, **other}, 1024, 4096, 512, H100) is None, other
-    assert FAMILY.check(WIDE, 12288, 4096 + 32, 512, H100) is None  # half of the last C panel is stored
-    assert "N must be a multiple of 8" in FAMILY.check(WIDE, 12288, 4096 + 4, 512, H100)
-    assert FAMILY.check({**BIG, "stages": 4, "bn": 128, "epilogue": 0}, 12288, 4096, 512, H100) is None
+        assert FAMILY.check({**WIDE, **other}, Shape(1024, 4096, 512), H100) is None, other
+    assert FAMILY.check(WIDE, Shape(12288, 4096 + 32, 512), H100) is None  # half the last C panel is stored
+    assert "N must be a multiple of 8" in FAMILY.check(WIDE, Shape(12288, 4096 + 4, 512), H100)
+    assert FAMILY.check({**BIG, "stages": 4, "bn": 128, "epilogue": 0}, tall, H100) is None
     # A ping-pong consumer holds its whole tile: 128 x 192 is 192 accumulators per thread (the most), 128 x 256
     # would be 256; a cooperative consumer keeps at most 128.
-    assert FAMILY.check({**WIDE, "pingpong": 1, "epi_panels": 2}, 12288, 4096, 512, H100) is None
-    assert "too many accumulator" in FAMILY.check({**BIG, "pingpong": 1, "epi_panels": 2}, 12288, 4096, 512, H100)
-    assert "too many accumulator" in FAMILY.check({**BIG, "consumers": 1}, 12288, 4096, 512, H100)
+    assert FAMILY.check({**WIDE, "pingpong": 1, "epi_panels": 2}, tall, H100) is None
+    assert "too many accumulator" in FAMILY.check({**BIG, "pingpong": 1, "epi_panels": 2}, tall, H100)
+    assert "too many accumulator" in FAMILY.check({**BIG, "consumers": 1}, tall, H100)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -293,7 +295,7 @@ def test_bn_192_takes_n_it_does_not_divide_with_every_store_path():
 )  # fmt: skip
 def test_bn_192_builds_without_spills(extra, tmp_path):
     params = FAMILY.repair({**WIDE, **extra})
-    assert FAMILY.check(params, 4096, 4096, 4096, H100) is None
+    assert FAMILY.check(params, Shape(4096, 4096, 4096), H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)
 
 
@@ -318,8 +320,9 @@ def test_bn_160_stages_c_in_32_column_panels_and_fits_a_5_deep_ring():
     assert shared_bytes(pp) == ring + 2 * 128 * 2 * 32 * 2 + (2 * 5 + 2) * 8 + 1024
     assert FAMILY.repair(pp)["stages"] == 5
     for shape in ((12288, 4096, 512), (16384, 16384, 1024), (4096, 320, 1024)):
-        assert FAMILY.check(pp, *shape, H100) is None, shape
-    assert FAMILY.check({**pp, "epi_panels": 0, "epilogue": 0}, 12288, 4096, 512, H100) is None  # predicated stores
+        assert FAMILY.check(pp, Shape(*shape), H100) is None, shape
+    stored = {**pp, "epi_panels": 0, "epilogue": 0}  # predicated stores
+    assert FAMILY.check(stored, Shape(12288, 4096, 512), H100) is None
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -328,7 +331,7 @@ def test_bn_160_stages_c_in_32_column_panels_and_fits_a_5_deep_ring():
 )
 def test_bn_160_builds_without_spills(extra, tmp_path):
     params = FAMILY.repair({**NARROW, **extra})
-    assert FAMILY.check(params, 12288, 4096, 512, H100) is None
+    assert FAMILY.check(params, Shape(12288, 4096, 512), H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)
 
 
@@ -342,10 +345,11 @@ def test_bn_32_tiles_fit_a_16_deep_ring_and_store_c_in_one_32_column_panel():
     assert shared_bytes(SLIM) == 16 * (64 * 64 * 2 + 32 * 64 * 2) + 64 * 32 * 2 + (2 * 16 + 2) * 8 + 1024
     assert FAMILY.repair(SLIM)["stages"] == 16
     for shape in ((128, 2048, 1024), (1024, 128, 1024), (1024, 128, 16384)):
-        assert FAMILY.check(SLIM, *shape, H100) is None, shape
+        assert FAMILY.check(SLIM, Shape(*shape), H100) is None, shape
     # M = 64 with a 2x1 cluster: the pair's second CTA lies wholly past M (zero fill in, nothing stored)
-    assert FAMILY.check(SLIM, 64, 2048, 1024, H100) is None
-    assert FAMILY.check({**SLIM, "epilogue": 0}, 64, 2048, 1024, H100) is None  # register stores predicated at M
+    short = Shape(64, 2048, 1024)
+    assert FAMILY.check(SLIM, short, H100) is None
+    assert FAMILY.check({**SLIM, "epilogue": 0}, short, H100) is None  # register stores predicated at M
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -356,13 +360,13 @@ def test_bn_32_tiles_fit_a_16_deep_ring_and_store_c_in_one_32_column_panel():
 )
 def test_bn_32_builds_without_spills(extra, tmp_path):
     params = FAMILY.repair({**SLIM, **extra})
-    assert FAMILY.check(params, 1024, 128, 1024, H100) is None
+    assert FAMILY.check(params, Shape(1024, 128, 1024), H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)
 
 
 def test_structure_leaves_out_the_tuning_parameters():
     fam = FAMILIES["wgmma"]
-    p = fam.default_params(4096, 4096, 4096)
+    p = fam.default_params(Shape(4096, 4096, 4096))
     tuned = {**p, "group_m": 16 if p["group_m"] != 16 else 8, "stages": 3 if p["stages"] != 3 else 4}
     assert fam.structure(tuned) == fam.structure(p)
     assert fam.structure({**p, "bn": 128 if p["bn"] != 128 else 256}) != fam.structure(p)
@@ -375,17 +379,18 @@ THREE = {**BIG, "bm": 192, "bn": 128, "stages": 4, "consumers": 3}  # 192x128 ti
 def test_bm_192_is_three_consumers_with_at_most_96_accumulators():
     """192-row tiles split into three 64-row consumer warpgroups (512 threads; setmaxnreg gives each consumer
     160 registers, so at most 64 x 192 accumulators); 12288 x 256 x 16384 then has 128 tiles for 132 SMs."""
-    assert FAMILY.check(THREE, 12288, 256, 16384, H100) is None
-    assert FAMILY.check({**THREE, "bn": 192, "stages": 3}, 12288, 4096, 512, H100) is None
-    assert "must be 64 or 128" in FAMILY.check({**THREE, "consumers": 2}, 12288, 256, 16384, H100)
-    assert "too many accumulator" in FAMILY.check({**THREE, "bn": 256, "stages": 3}, 12288, 256, 16384, H100)
-    assert "consumers <= 2" in FAMILY.check({**THREE, "stream_k": 1}, 12288, 256, 16384, H100)
+    tall = Shape(12288, 256, 16384)
+    assert FAMILY.check(THREE, tall, H100) is None
+    assert FAMILY.check({**THREE, "bn": 192, "stages": 3}, Shape(12288, 4096, 512), H100) is None
+    assert "must be 64 or 128" in FAMILY.check({**THREE, "consumers": 2}, tall, H100)
+    assert "too many accumulator" in FAMILY.check({**THREE, "bn": 256, "stages": 3}, tall, H100)
+    assert "consumers <= 2" in FAMILY.check({**THREE, "stream_k": 1}, tall, H100)
     dsmem = {**THREE, "epilogue": 0, "persistent": 0, "split_k": 2, "split_dsmem": 1}
-    assert "consumers <= 2" in FAMILY.check(dsmem, 12288, 256, 16384, H100)
+    assert "consumers <= 2" in FAMILY.check(dsmem, tall, H100)
     # One-parameter moves into and out of 192-row tiles take the consumer count along.
     assert FAMILY.repair({**BIG, "bn": 128, "stages": 4, "bm": 192})["consumers"] == 3
     wide = FAMILY.repair({**BIG, "stages": 4, "bm": 192})  # from 128x256: the area-keeping 192x128
-    assert (wide["bn"], wide["consumers"]) == (128, 3) and FAMILY.check(wide, 12288, 256, 16384, H100) is None
+    assert (wide["bn"], wide["consumers"]) == (128, 3) and FAMILY.check(wide, tall, H100) is None
     assert FAMILY.repair({**THREE, "bm": 128})["consumers"] == 2
     assert FAMILY.repair({**THREE, "bm": 64})["consumers"] == 1
     assert FAMILY.repair({**BIG, "bm": 192, "bn": 128, "stages": 4, "pingpong": 1})["pingpong"] == 0
@@ -394,16 +399,16 @@ def test_bm_192_is_three_consumers_with_at_most_96_accumulators():
 def test_m_need_not_be_a_multiple_of_the_tile_on_any_store_path():
     """The last tile row reads TMA's zero fill past M; its rows past M are clipped by TMA or predicated on the
     register, split-K and stream-K paths, so any M is taken (also for a cluster's pair of tiles)."""
-    assert FAMILY.check(THREE, 8192, 256, 1024, H100) is None  # 43 tile rows, the last a third full
-    assert FAMILY.check({**BIG, "cluster_m": 2}, 128 * 3, 4096, 4096, H100) is None
-    assert FAMILY.check(THREE, 8192 + 33, 256, 1024, H100) is None
+    assert FAMILY.check(THREE, Shape(8192, 256, 1024), H100) is None  # 43 tile rows, the last a third full
+    assert FAMILY.check({**BIG, "cluster_m": 2}, Shape(128 * 3, 4096, 4096), H100) is None
+    assert FAMILY.check(THREE, Shape(8192 + 33, 256, 1024), H100) is None
     for other in ({"epilogue": 0}, {"epilogue": 0, "split_k": 2}):
-        assert FAMILY.check({**THREE, **other}, 8192 + 1, 256, 1024, H100) is None, other
+        assert FAMILY.check({**THREE, **other}, Shape(8192 + 1, 256, 1024), H100) is None, other
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 @pytest.mark.parametrize("extra", [{}, {"bn": 192, "stages": 3, "cluster_m": 2}, {"bn": 64, "stages": 6}])
 def test_bm_192_builds_without_spills(extra, tmp_path):
     params = FAMILY.repair({**THREE, **extra})
-    assert FAMILY.check(params, 12288, 4096, 4096, H100) is None
+    assert FAMILY.check(params, Shape(12288, 4096, 4096), H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)

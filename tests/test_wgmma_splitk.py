@@ -15,6 +15,7 @@ from hgemm.evaluator.static_check import check_source
 from nvcc_build import build_without_spills
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 FAMILY = FAMILIES["wgmma"]
 H200 = GpuInfo(name="NVIDIA H200", cc="9.0", driver="x", sm_count=132, l2_bytes=60 << 20,
@@ -34,7 +35,7 @@ SPLIT = {
 
 
 def test_split_k_config_is_valid_for_a_skinny_k_heavy_shape():
-    assert FAMILY.check(SPLIT, 1024, 128, 16384, H200) is None
+    assert FAMILY.check(SPLIT, Shape(1024, 128, 16384), H200) is None
 
 
 @pytest.mark.parametrize(
@@ -47,14 +48,14 @@ def test_split_k_config_is_valid_for_a_skinny_k_heavy_shape():
     ],
 )
 def test_split_k_rejections(change, shape, needle):
-    reason = FAMILY.check({**SPLIT, **change}, *shape, H200)
+    reason = FAMILY.check({**SPLIT, **change}, Shape(*shape), H200)
     assert reason is not None and needle in reason
 
 
 def test_params_without_split_k_still_check_and_render():
     """A configuration archived before split_k existed takes split_k=1 (OPTIONAL), in check and in render."""
     old = {k: v for k, v in SPLIT.items() if k != "split_k"} | {"epilogue": 1, "stages": 6}
-    assert FAMILY.check(old, 1024, 1024, 1024, H200) is None
+    assert FAMILY.check(old, Shape(1024, 1024, 1024), H200) is None
     source = FAMILY.render(old)
     assert source.count("#define HG_SPLIT_K") == 1 and "#define HG_SPLIT_K 1\n" in source
     assert source == FAMILY.render({**old, "split_k": 1})
@@ -80,14 +81,14 @@ def test_split_k_needs_no_c_staging_memory():
     ],
 )
 def test_default_params_follow_the_measured_classes(shape, expect):
-    params = FAMILY.default_params(*shape, H200)
-    assert params is not None and FAMILY.check(params, *shape, H200) is None
+    params = FAMILY.default_params(Shape(*shape), H200)
+    assert params is not None and FAMILY.check(params, Shape(*shape), H200) is None
     assert {k: params[k] for k in expect} == expect
 
 
 def test_split_default_leaves_no_more_units_than_sms():
     for shape in [(64, 64, 12288), (1024, 128, 16384), (128, 1024, 12288), (64, 256, 12288)]:
-        p = FAMILY.default_params(*shape, H200)
+        p = FAMILY.default_params(Shape(*shape), H200)
         units = (shape[0] // p["bm"]) * (shape[1] // p["bn"]) * p["split_k"]
         assert p["split_k"] > 1 and units <= 132 and shape[2] // 64 // p["split_k"] >= 12
 

@@ -13,6 +13,7 @@ from hgemm.evaluator.static_check import check_source
 from nvcc_build import build_without_spills
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 FAMILY = FAMILIES["wgmma"]
 H200 = GpuInfo(name="NVIDIA H200", cc="9.0", driver="x", sm_count=132, l2_bytes=60 << 20,
@@ -22,8 +23,9 @@ SK = {"bm": 128, "bn": 128, "stages": 6, "consumers": 2, "group_m": 8, "persiste
 
 
 def test_stream_k_config_is_valid_with_tma_store_and_with_a_cluster():
-    assert FAMILY.check(SK, 12288, 256, 16384, H200) is None
-    assert FAMILY.check({**SK, "bn": 256, "stages": 3, "cluster_m": 2}, 12288, 256, 16384, H200) is None
+    tall = Shape(12288, 256, 16384)
+    assert FAMILY.check(SK, tall, H200) is None
+    assert FAMILY.check({**SK, "bn": 256, "stages": 3, "cluster_m": 2}, tall, H200) is None
 
 
 @pytest.mark.parametrize(
@@ -36,7 +38,7 @@ def test_stream_k_config_is_valid_with_tma_store_and_with_a_cluster():
     ],
 )
 def test_stream_k_rejections(change, needle):
-    reason = FAMILY.check({**SK, **change}, 12288, 256, 16384, H200)
+    reason = FAMILY.check({**SK, **change}, Shape(12288, 256, 16384), H200)
     assert reason is not None and needle in reason
 
 
@@ -44,9 +46,9 @@ def test_repair_makes_a_stream_k_move_valid():
     split = {**SK, "stream_k": 0, "split_k": 4, "epilogue": 0, "persistent": 0, "pingpong": 0}
     moved = FAMILY.repair({**split, "stream_k": 1})
     assert moved["split_k"] == 1 and moved["persistent"] == 1
-    assert FAMILY.check(moved, 12288, 256, 16384, H200) is None
+    assert FAMILY.check(moved, Shape(12288, 256, 16384), H200) is None
     pingpong = FAMILY.repair({**SK, "pingpong": 1})
-    assert pingpong["pingpong"] == 0 and FAMILY.check(pingpong, 12288, 256, 16384, H200) is None
+    assert pingpong["pingpong"] == 0 and FAMILY.check(pingpong, Shape(12288, 256, 16384), H200) is None
 
 
 def test_stream_k_off_is_the_same_kernel_with_or_without_the_parameter():
@@ -58,13 +60,13 @@ def test_stream_k_off_is_the_same_kernel_with_or_without_the_parameter():
 
 
 def test_model_credits_stream_k_only_where_the_last_wave_is_partial():
-    partial = (12288, 256, 16384)  # 192 tiles of 128 x 128 on 132 SMs: the second wave is 45% full
-    full = (4224, 512, 4096)  # 132 tiles x 4 = 528: whole waves
+    partial = Shape(12288, 256, 16384)  # 192 tiles of 128 x 128 on 132 SMs: the second wave is 45% full
+    full = Shape(4224, 512, 4096)  # 132 tiles x 4 = 528: whole waves
     for shape, better in ((partial, True), (full, False)):
-        dp = predict(FAMILY, {**SK, "stream_k": 0}, *shape, H200)
-        sk = predict(FAMILY, SK, *shape, H200)
+        dp = predict(FAMILY, {**SK, "stream_k": 0}, shape, H200)
+        sk = predict(FAMILY, SK, shape, H200)
         assert (sk.us < dp.us) is better, (shape, dp.us, sk.us)
-    sk = predict(FAMILY, SK, *partial, H200)
+    sk = predict(FAMILY, SK, partial, H200)
     assert sk.busiest_sm_tiles == pytest.approx(192 / 132)
 
 

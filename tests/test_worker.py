@@ -40,3 +40,10 @@ def test_a_bug_in_the_session_is_reported_not_hidden(worker):
     with pytest.raises(RuntimeError, match="a bug in the session"):
         worker.request("fail", 30)
     assert worker.request("ping", 30, value=7) == 8  # the worker survives its own exceptions
+
+
+def test_quit_lets_the_session_end_what_it_started(hgemm_home):
+    w = Worker(session="workerprobe:ProbeSession")
+    assert w.request("ping", 30, value=1) == 2
+    w.close()
+    assert (hgemm_home / "closed").read_text() == "closed"

@@ -20,9 +20,7 @@ def build(path: Path, n: int = 1500) -> dict:
                        correct=True)  # fmt: skip
         for mode in ("offline", "server"):
             base = {"lt_autotuned": Stats(10.0, 9.9, 10.2, 20), "torch_nn": Stats(11.0, 10.9, 11.2, 20)}
-            r.modes[mode] = ModeResult(mode, Stats(4.0, 3.9, 4.1, 20), base, floor_us=3.0).finish(
-                1024, 1024, 2048
-            )
+            r.modes[mode] = ModeResult(mode, Stats(4.0, 3.9, 4.1, 20), base, floor_us=3.0).finish(r.shape)
         r.ncu = {"sm_throughput_pct": 91.5, "dram_throughput_pct": 33.0}
         a.add_evaluation(hostile, r)
         a.add_llm_call(None, "test-model", 100, 50, 0.01, 1.0, "kernel", kernel_hash=hostile,

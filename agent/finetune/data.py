@@ -62,15 +62,13 @@ class _Hidden:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._archive, name)
 
-    def attempts(
-        self, M: int, N: int, K: int, gpu: str | None = None, limit: int | None = None
-    ) -> list[dict]:
-        rows = self._archive.attempts(M, N, K, gpu=gpu, limit=None)
+    def attempts(self, shape: Shape, gpu: str | None = None, limit: int | None = None) -> list[dict]:
+        rows = self._archive.attempts(shape, gpu=gpu, limit=None)
         rows = [r for r in rows if r["kernel"] not in self._hidden]
         return rows if limit is None else rows[:limit]
 
     def leaderboard(self, gpu: str | None = None, mode: str = "offline", top: int | None = None,
-                    shape: tuple[int, int, int] | None = None) -> list[dict]:  # fmt: skip
+                    shape: Shape | None = None) -> list[dict]:  # fmt: skip
         extra = len(self._hidden)
         rows = self._archive.leaderboard(gpu=gpu, mode=mode, top=(top or 1) + extra, shape=shape)
         out, per = [], {}
@@ -82,8 +80,8 @@ class _Hidden:
             out.append(r)
         return out
 
-    def best(self, M: int, N: int, K: int, gpu: str | None = None, mode: str = "offline") -> dict | None:
-        rows = self.leaderboard(gpu=gpu, mode=mode, top=1, shape=(M, N, K))
+    def best(self, shape: Shape, gpu: str | None = None, mode: str = "offline") -> dict | None:
+        rows = self.leaderboard(gpu=gpu, mode=mode, top=1, shape=shape)
         return rows[0] if rows else None
 
     def records_by_id(self, ids: Iterable[int]) -> dict[int, dict]:
@@ -122,25 +120,26 @@ def answer(source: str) -> str:
     return "```cuda\n" + prompt_source(source).rstrip("\n") + "\n```\n"
 
 
-def shapes_and_gpus(archive: Any, gpu: str | None) -> list[tuple[int, int, int, str | None]]:
+def shapes_and_gpus(archive: Any, gpu: str | None) -> list[tuple[Shape, str | None]]:
     sql = "SELECT DISTINCT M, N, K, gpu FROM evaluations WHERE mode = 'offline' AND ranked = 1"
     params: list[Any] = []
     if gpu:
         sql += " AND gpu = ?"
         params.append(gpu)
     return [
-        (r["M"], r["N"], r["K"], r["gpu"]) for r in archive.execute(sql + " ORDER BY M, N, K, gpu", params)
+        (Shape(r["M"], r["N"], r["K"]), r["gpu"])
+        for r in archive.execute(sql + " ORDER BY M, N, K, gpu", params)
     ]
 
 
-def _failed(archive: Any, M: int, N: int, K: int, gpu: str | None) -> list[dict]:
+def _failed(archive: Any, shape: Shape, gpu: str | None) -> list[dict]:
     """Kernels that failed on this shape and GPU for a defect, one row each (newest failure), newest first."""
     marks = ",".join("?" * len(NOT_DEFECTS))
     rows = archive.execute(
         f"SELECT r.id AS record_id, r.kernel, r.failure_kind, k.source FROM records r JOIN kernels k "
         f"ON k.hash = r.kernel WHERE r.M = ? AND r.N = ? AND r.K = ? AND r.gpu IS ? AND r.failure_kind IS NOT NULL "
         f"AND r.failure_kind NOT IN ({marks}) ORDER BY r.id DESC",
-        (M, N, K, gpu, *NOT_DEFECTS),
+        (*shape, gpu, *NOT_DEFECTS),
     )
     seen: dict[str, dict] = {}
     for r in rows:
@@ -148,22 +147,22 @@ def _failed(archive: Any, M: int, N: int, K: int, gpu: str | None) -> list[dict]
     return list(seen.values())
 
 
-def _base(M: int, N: int, K: int, gpu: str | None, system: str, user: str) -> dict[str, Any]:
-    return {"M": M, "N": N, "K": K, "gpu": gpu, "system": system, "user": user}
+def _base(shape: Shape, gpu: str | None, system: str, user: str) -> dict[str, Any]:
+    return {"M": shape.M, "N": shape.N, "K": shape.K, "gpu": gpu, "system": system, "user": user}
 
 
-def sft_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Options) -> list[dict]:
-    best = archive.best(M, N, K, gpu=gpu, mode="offline")
+def sft_rows(archive: Any, shape: Shape, gpu: str | None, opts: Options) -> list[dict]:
+    best = archive.best(shape, gpu=gpu, mode="offline")
     if best is None or (opts.min_speedup is not None and (best["speedup_best"] or 0) < opts.min_speedup):
         return []
-    system, user = render(archive, Shape(M, N, K), gpu, [best["kernel"]], opts)
-    row = _base(M, N, K, gpu, system, user)
+    system, user = render(archive, shape, gpu, [best["kernel"]], opts)
+    row = _base(shape, gpu, system, user)
     row.update(completion=answer(best["source"]), kernel=best["kernel"], speedup=best["speedup_best"])
     return [row]
 
 
-def dpo_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Options) -> list[dict]:
-    board = archive.leaderboard(gpu=gpu, mode="offline", top=64, shape=(M, N, K))
+def dpo_rows(archive: Any, shape: Shape, gpu: str | None, opts: Options) -> list[dict]:
+    board = archive.leaderboard(gpu=gpu, mode="offline", top=64, shape=shape)
     board = [r for r in board if r["gpu"] == gpu]
     if not board:
         return []
@@ -172,7 +171,7 @@ def dpo_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Option
         return []
     slower = [r for r in board[1:] if r["speedup_best"] <= best["speedup_best"] * (1 - DPO_MARGIN)]
     slower = slower[::-1]  # slowest first: the clearest contrast
-    failed = [r for r in _failed(archive, M, N, K, gpu) if r["kernel"] != best["kernel"]]
+    failed = [r for r in _failed(archive, shape, gpu) if r["kernel"] != best["kernel"]]
     rejected: list[tuple[dict, str, float | None]] = []
     for i in range(max(len(slower), len(failed))):
         for pool, why in ((failed, "failed"), (slower, "slower")):
@@ -181,13 +180,13 @@ def dpo_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Option
                 rejected.append((r, r.get("failure_kind") or why, r.get("speedup_best")))
     if not rejected:
         return []
-    system, user = render(archive, Shape(M, N, K), gpu, [best["kernel"]], opts)
+    system, user = render(archive, shape, gpu, [best["kernel"]], opts)
     sources = _sources(archive, [best["kernel"]] + [r["kernel"] for r, _, _ in rejected])
     out = []
     for r, why, speedup in rejected:
         if answer(sources[r["kernel"]]) == answer(sources[best["kernel"]]):
             continue  # the same code as shown (they differ in comments only): no preference to learn
-        row = _base(M, N, K, gpu, system, user)
+        row = _base(shape, gpu, system, user)
         row.update(
             chosen=answer(sources[best["kernel"]]),
             rejected=answer(sources[r["kernel"]]),
@@ -211,13 +210,11 @@ def _sources(archive: Any, hashes: list[str]) -> dict[str, str]:
     }
 
 
-def reward_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Options) -> list[dict]:
+def reward_rows(archive: Any, shape: Shape, gpu: str | None, opts: Options) -> list[dict]:
     from hgemm.agent.finetune.reward import reward
 
-    board = [
-        r for r in archive.leaderboard(gpu=gpu, mode="offline", top=64, shape=(M, N, K)) if r["gpu"] == gpu
-    ]
-    failed = [r for r in _failed(archive, M, N, K, gpu) if r["kernel"] not in {b["kernel"] for b in board}]
+    board = [r for r in archive.leaderboard(gpu=gpu, mode="offline", top=64, shape=shape) if r["gpu"] == gpu]
+    failed = [r for r in _failed(archive, shape, gpu) if r["kernel"] not in {b["kernel"] for b in board}]
     picks: list[int] = []  # record ids, best first, then failures and slower kernels alternately
     if board:
         picks.append(board[0]["record_id"])
@@ -236,8 +233,8 @@ def reward_rows(archive: Any, M: int, N: int, K: int, gpu: str | None, opts: Opt
         value = reward(record, len(source))
         if value is None:
             continue
-        system, user = render(archive, Shape(M, N, K), gpu, [record.kernel_hash], opts)
-        row = _base(M, N, K, gpu, system, user)
+        system, user = render(archive, shape, gpu, [record.kernel_hash], opts)
+        row = _base(shape, gpu, system, user)
         row.update(
             completion=answer(source),
             reward=value,
@@ -296,8 +293,8 @@ def build(archive: Any, opts: Options, progress: bool = False) -> list[dict]:
 
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task(f"export {opts.fmt}", total=len(targets))
-        for M, N, K, gpu in targets:
-            for row in BUILDERS[opts.fmt](archive, M, N, K, gpu, opts):
+        for shape, gpu in targets:
+            for row in BUILDERS[opts.fmt](archive, shape, gpu, opts):
                 row["id"] = content_hash(row, opts.fmt)
                 if row["id"] not in seen:
                     seen.add(row["id"])

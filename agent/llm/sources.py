@@ -14,6 +14,7 @@ from hgemm.agent.proposer import ProposalContext
 from hgemm.agent.stores import ArchiveStore
 
 from hgemm.core.record import EvalRecord
+from hgemm.core.shape import Shape
 
 NEIGHBOUR_SHAPES = 6  # shapes consulted besides ctx's own
 PER_SHAPE = 3  # best kernels taken from each neighbouring shape
@@ -47,7 +48,7 @@ def _neighbours_from_index(ctx: ProposalContext, limit: int) -> list[int]:
     """Record ids of the best kernels on the nearest shapes and of attempts near this shape (with NCU)."""
     ids = []
     for hit in ctx.retriever.similar_shapes(ctx.shape, ctx.gpu.name, NEIGHBOUR_SHAPES + 1):
-        best = ctx.archive.best(hit["M"], hit["N"], hit["K"], gpu=ctx.gpu.name, mode="offline")
+        best = ctx.archive.best(Shape(hit["M"], hit["N"], hit["K"]), gpu=ctx.gpu.name, mode="offline")
         if best is not None:
             ids.append(int(best["record_id"]))
     ids.extend(int(row["id"]) for row in ctx.retriever.history(ctx.shape, ctx.gpu.name, limit))
@@ -57,7 +58,7 @@ def _neighbours_from_index(ctx: ProposalContext, limit: int) -> list[int]:
 def from_store(ctx: ProposalContext, limit: int = 32) -> list[tuple[str, EvalRecord]]:
     if ctx.archive is None:
         return []
-    own = [r["id"] for r in ctx.archive.attempts(ctx.M, ctx.N, ctx.K, gpu=ctx.gpu.name, limit=limit)][::-1]
+    own = [r["id"] for r in ctx.archive.attempts(ctx.shape, gpu=ctx.gpu.name, limit=limit)][::-1]
     if ctx.retriever is not None:
         near = _neighbours_from_index(ctx, limit)
     else:

@@ -29,7 +29,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from hgemm.core.errors import BadInput
 from hgemm.core.record import MODES
+from hgemm.core.shape import Shape
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'",
@@ -209,15 +211,17 @@ class View:
 
     def shape(self, request: Request) -> Response:
         try:
-            M, N, K = (int(x) for x in request.path_params["shape"].split("x"))
-        except ValueError:
+            shape = Shape(*(int(x) for x in request.path_params["shape"].split("x")))
+        except (ValueError, TypeError):
             return self._error(404, "a shape is written MxNxK, e.g. /shape/1024x1024x1024")
+        except BadInput as e:
+            return self._error(404, str(e))
         mode, gpu = request.query_params.get("mode"), request.query_params.get("gpu")
 
         def build(conn):
-            s = data.shape_page(conn, M, N, K, gpu, mode)
+            s = data.shape_page(conn, shape, gpu, mode)
             if not s["n_records"]:
-                return self._error(404, f"no attempt on {M}x{N}x{K} in this archive")
+                return self._error(404, f"no attempt on {shape} in this archive")
             names = sorted({k for r in s["ncu"] for k in (r["ncu"] or {})})
 
             def self_url(**change):
@@ -225,7 +229,7 @@ class View:
                 q.update(change)
                 return shape_url(s, **q)
 
-            title = f"{M}x{N}x{K} {s['mode']}: ranked speedup over time"
+            title = f"{shape} {s['mode']}: ranked speedup over time"
             return self._render(
                 "shape.html", conn, s=s, ncu_names=names, self_url=self_url,
                 progress_svg=Markup(svg.progress(s["progress"], title)),

@@ -21,6 +21,7 @@ from hgemm.archive.errors import ArchiveError
 from hgemm.archive.rows import to_dict
 
 from hgemm.core.record import MODES
+from hgemm.core.shape import Shape
 
 RANKED_LIMIT = 200  # ranked rows on a shape page
 FAILURE_LIMIT = 100  # failed attempts on a shape page
@@ -201,7 +202,7 @@ def leaderboard(
 # ----- shape ---------------------------------------------------------------------------------------------
 
 
-def shape_page(conn: sqlite3.Connection, M: int, N: int, K: int, gpu: str | None, mode: str | None) -> dict:
+def shape_page(conn: sqlite3.Connection, shape: Shape, gpu: str | None, mode: str | None) -> dict:
     mode, gpu = _mode(mode), _clean_gpu(gpu)
     g, gp = ("AND e.gpu = ?", [gpu]) if gpu else ("", [])
     ranked_sql = (
@@ -211,10 +212,10 @@ def shape_page(conn: sqlite3.Connection, M: int, N: int, K: int, gpu: str | None
         f"WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? AND e.K = ? {g} "
         f"ORDER BY {queries.ORDER} LIMIT ?"
     )
-    ranked = [dict(r) for r in conn.execute(ranked_sql, [mode, M, N, K, *gp, RANKED_LIMIT])]
+    ranked = [dict(r) for r in conn.execute(ranked_sql, [mode, *shape, *gp, RANKED_LIMIT])]
     n_ranked = conn.execute(
         f"SELECT count(*) FROM evaluations e WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? AND e.K = ? {g}",
-        [mode, M, N, K, *gp],
+        [mode, *shape, *gp],
     ).fetchone()[0]
     rg, rgp = ("AND r.gpu = ?", [gpu]) if gpu else ("", [])
     failed = [
@@ -224,11 +225,11 @@ def shape_page(conn: sqlite3.Connection, M: int, N: int, K: int, gpu: str | None
             "k.proposer FROM records r JOIN kernels k ON k.hash = r.kernel "
             f"WHERE r.M = ? AND r.N = ? AND r.K = ? {rg} AND r.failure_kind IS NOT NULL "
             "ORDER BY r.id DESC LIMIT ?",
-            [M, N, K, *rgp, FAILURE_LIMIT],
+            [*shape, *rgp, FAILURE_LIMIT],
         )
     ]
     n_records = conn.execute(
-        f"SELECT count(*) FROM records r WHERE r.M = ? AND r.N = ? AND r.K = ? {rg}", [M, N, K, *rgp]
+        f"SELECT count(*) FROM records r WHERE r.M = ? AND r.N = ? AND r.K = ? {rg}", [*shape, *rgp]
     ).fetchone()[0]
     best = None
     if ranked:
@@ -240,7 +241,7 @@ def shape_page(conn: sqlite3.Connection, M: int, N: int, K: int, gpu: str | None
             "SELECT e.record_id, e.kernel, e.gpu, e.speedup_best, e.ncu FROM evaluations e "
             f"WHERE e.mode = ? AND e.ranked IN (0, 1) AND e.M = ? AND e.N = ? AND e.K = ? {g} "
             "AND e.ncu IS NOT NULL ORDER BY e.speedup_best DESC LIMIT 20",
-            [mode, M, N, K, *gp],
+            [mode, *shape, *gp],
         )
     ]
     progress = [
@@ -248,27 +249,27 @@ def shape_page(conn: sqlite3.Connection, M: int, N: int, K: int, gpu: str | None
         for r in conn.execute(
             "SELECT e.created, e.speedup_best FROM evaluations e "
             f"WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? AND e.K = ? {g} ORDER BY e.created, e.id",
-            [mode, M, N, K, *gp],
+            [mode, *shape, *gp],
         )
     ]
     return {
-        "M": M,
-        "N": N,
-        "K": K,
+        "M": shape.M,
+        "N": shape.N,
+        "K": shape.K,
         "gpu": gpu,
         "mode": mode,
         "best": best,
         "ranked": ranked,
         "n_ranked": n_ranked,
         "failed": failed,
-        "failure_counts": queries.failures(conn, M, N, K, gpu),
+        "failure_counts": queries.failures(conn, shape, gpu),
         "n_records": n_records,
         "ncu": ncu,
         "progress": progress,
         "gpus": [
             r[0]
             for r in conn.execute(
-                "SELECT DISTINCT gpu FROM records WHERE M = ? AND N = ? AND K = ? ORDER BY 1", (M, N, K)
+                "SELECT DISTINCT gpu FROM records WHERE M = ? AND N = ? AND K = ? ORDER BY 1", tuple(shape)
             )
         ],
     }

@@ -2,7 +2,7 @@
 
 `render(params)` returns a self-contained source (the parameter `#define`s, then the
 template body with any shared `.cuh` inlined) that implements the kernel contract.
-`check(params, M, N, K, gpu)` returns None when the parameters are valid for the shape
+`check(params, shape, gpu)` returns None when the parameters are valid for the shape
 and GPU, else a one-line reason (shared memory, registers, divisibility, ...).
 `repair(params)` applies the companion changes a one-parameter move needs (e.g. a mode that
 requires another switch off), so neighbour moves in a search land on valid configurations.
@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 Params = dict[str, Any]
 
@@ -40,7 +41,7 @@ class Family:
         """The parameters that make the configuration's structure: all but `tuning`, sorted."""
         return tuple(sorted((k, v) for k, v in params.items() if k not in self.tuning))
 
-    def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
+    def check(self, params: Params, shape: Shape, gpu: GpuInfo | None = None) -> str | None:
         for key, value in params.items():
             if key not in self.space:
                 return f"{self.name}: unknown parameter {key}"

@@ -20,6 +20,7 @@ from hgemm.evaluator.kernels.inline import InliningFamily
 from hgemm.evaluator.kernels.limits import WORKSPACE_BYTES, cdiv, sm_count, smem_limit
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 MMA_SPACE: dict[str, tuple] = {
     "BM": (32, 64, 128, 256),
@@ -54,7 +55,7 @@ def _full(p: Params) -> Params:
 
 def widest_kvec(K: int) -> int:
     """The widest global load along K that K's row alignment allows (the rules header says the same)."""
-    return next(v for v in reversed(MMA_SPACE["KVEC"]) if rules.shape_violation(_kvec_probe(v), 1, 1, K, "mma") is None)
+    return next(v for v in reversed(MMA_SPACE["KVEC"]) if rules.shape_violation(_kvec_probe(v), Shape(1, 1, K), "mma") is None)
 
 
 def _kvec_probe(kvec: int) -> Params:
@@ -72,10 +73,10 @@ def tile_efficiency(M: int, N: int, bm: int, bn: int) -> float:
     return (M * N) / (cdiv(M, bm) * bm * cdiv(N, bn) * bn)
 
 
-def check_mma(p: Params, M: int, N: int, K: int, gpu: GpuInfo | None) -> str | None:
+def check_mma(p: Params, shape: Shape, gpu: GpuInfo | None) -> str | None:
     """The rules header's verdict on the parameters and the shape, and the GPU's shared memory."""
     full = _full(p)
-    why = rules.violation(full, "mma") or rules.shape_violation(full, M, N, K, "mma")
+    why = rules.violation(full, "mma") or rules.shape_violation(full, shape, "mma")
     if why:
         return why
     limit = smem_limit(gpu)
@@ -112,15 +113,16 @@ class MmaFamily(InliningFamily):
         "smem-staged 16-byte epilogue; any M, N, K"
     )
 
-    def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
+    def check(self, params: Params, shape: Shape, gpu: GpuInfo | None = None) -> str | None:
         params = {**params, "KVEC": params.get("KVEC", 8)}
-        reason = super().check(params, M, N, K, gpu)
-        return reason if reason else check_mma(params, M, N, K, gpu)
+        reason = super().check(params, shape, gpu)
+        return reason if reason else check_mma(params, shape, gpu)
 
     def render(self, params: Params) -> str:
         return super().render(_full(params))
 
-    def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params:
+    def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params:
+        M, N, K = shape
         bm, bn, wm, wn = _pick_tile(M, N, sm_count(gpu))
         bk, stages = _pipeline(K, bm, bn)
         return {"BM": bm, "BN": bn, "BK": bk, "WARPS_M": wm, "WARPS_N": wn, "STAGES": stages, "RASTER": 8,
@@ -136,7 +138,8 @@ class MmaSplitKFamily(MmaFamily):
         "reduction kernel (two launches, no memset); for small M*N and long K"
     )
 
-    def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params:
+    def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params:
+        M, N, K = shape
         target = sm_count(gpu)
         min_k = 256  # each split keeps at least this much of K
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hgemm.core.errors import NoCompiler
 from hgemm.core.paths import state_dir
+from hgemm.core.shape import Shape
 
 # Each family's Params, field by field, as its header declares them (the parameters' names in the family).
 ORDERS = {
@@ -90,9 +91,9 @@ def violation(params: dict, fam: str = "wgmma") -> str | None:
     return _text(getattr(library(), f"{fam}_violation")(_vector(fam, params)))
 
 
-def shape_violation(params: dict, M: int, N: int, K: int, fam: str = "wgmma") -> str | None:
+def shape_violation(params: dict, shape: Shape, fam: str = "wgmma") -> str | None:
     """The first rule the shape breaks for these parameters (what the kernel's hgemm_supports refuses), or None."""
-    return _text(getattr(library(), f"{fam}_shape_violation")(_vector(fam, params), M, N, K))
+    return _text(getattr(library(), f"{fam}_shape_violation")(_vector(fam, params), *shape))
 
 
 def smem_bytes(params: dict, fam: str = "wgmma") -> int:

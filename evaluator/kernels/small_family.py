@@ -20,6 +20,7 @@ from hgemm.evaluator.kernels.limits import cdiv, sm_count, smem_limit
 from hgemm.evaluator.kernels.mma_family import widest_kvec
 
 from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
 
 SMALL_SPACE: dict[str, tuple] = {
     "BM": (16, 32, 64, 128),
@@ -61,12 +62,12 @@ class SmallFamily(InliningFamily):
         "warps and summed in smem; one launch, no workspace; any M, N, K"
     )
 
-    def check(self, params: Params, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> str | None:
+    def check(self, params: Params, shape: Shape, gpu: GpuInfo | None = None) -> str | None:
         params = _full(params)
-        reason = super().check(params, M, N, K, gpu)
+        reason = super().check(params, shape, gpu)
         if reason:
             return reason
-        why = rules.violation(params, "small") or rules.shape_violation(params, M, N, K, "small")
+        why = rules.violation(params, "small") or rules.shape_violation(params, shape, "small")
         if why:
             return why
         if smem_bytes(params) > smem_limit(gpu):
@@ -76,7 +77,8 @@ class SmallFamily(InliningFamily):
     def render(self, params: Params) -> str:
         return super().render(_full(params))
 
-    def default_params(self, M: int, N: int, K: int, gpu: GpuInfo | None = None) -> Params:
+    def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params:
+        M, N, K = shape
         target = sm_count(gpu)
         bm, bn, wm, wn = next(
             (t for t in TILES if cdiv(M, t[0]) * cdiv(N, t[1]) >= target // 2),

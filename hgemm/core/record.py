@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from hgemm.core.shape import Shape
+
 MODES = ("offline", "server")
 BASELINES = ("torch_nn", "torch_tn", "lt_heuristic", "lt_autotuned")
 
@@ -112,8 +114,8 @@ class Stats:
     p90_us: float
     n: int
 
-    def tflops(self, M: int, N: int, K: int) -> float:
-        return 2.0 * M * N * K / (self.median_us * 1e-6) / 1e12
+    def tflops(self, shape: Shape) -> float:
+        return shape.flops / (self.median_us * 1e-6) / 1e12
 
 
 @dataclass
@@ -128,7 +130,7 @@ class ModeResult:
     floor_fraction: float | None = None  # floor / candidate time (1.0 = at the floor)
     tflops: float | None = None
 
-    def finish(self, M: int, N: int, K: int) -> ModeResult:
+    def finish(self, shape: Shape) -> ModeResult:
         """Fill the derived fields from the raw times."""
         if self.baselines:
             self.best_baseline = min(self.baselines, key=lambda b: self.baselines[b].median_us)
@@ -138,7 +140,7 @@ class ModeResult:
             if self.best_baseline:
                 self.speedup_best = self.baselines[self.best_baseline].median_us / c
             self.floor_fraction = self.floor_us / c
-            self.tflops = self.candidate.tflops(M, N, K)
+            self.tflops = self.candidate.tflops(shape)
         return self
 
 
@@ -162,7 +164,12 @@ class EvalRecord:
     modes: dict[str, ModeResult] = field(default_factory=dict)
     ncu: dict[str, Any] | None = None
     eval_seconds: float | None = None  # GPU-worker wall time for this record
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (evaluator/phases.py)
     created: str = field(default_factory=utc_now)
+
+    @property
+    def shape(self) -> Shape:
+        return Shape(self.M, self.N, self.K)
 
     @property
     def ok(self) -> bool:
@@ -185,7 +192,11 @@ class EvalRecord:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field; `phases` only when recorded, so a record from before it serialises as it did."""
+        d = dataclasses.asdict(self)
+        if not d["phases"]:
+            del d["phases"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalRecord:

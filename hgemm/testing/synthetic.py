@@ -78,7 +78,7 @@ def make_record(
         cand = base * slow * rng.uniform(0.85, 1.6)
         r.modes[mode] = ModeResult(
             mode, Stats(cand, cand * 0.98, cand * 1.04, 50), baselines, floor_us=base * 0.7
-        ).finish(M, N, K)
+        ).finish(r.shape)
     if rng.random() < 0.03:  # NCU runs only on a few candidates
         r.ncu = {"sm_throughput_pct": rng.uniform(40, 95), "dram_throughput_pct": rng.uniform(10, 90),
                  "bank_conflicts": rng.randint(0, 5000), "achieved_occupancy": rng.uniform(0.1, 0.5)}  # fmt: skip
