@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hgemm.core.errors import BadInput
+from hgemm.core.paths import write_text_atomic
 from hgemm.core.record import NOT_DEFECTS, utc_now
 from hgemm.core.shape import Shape
 
@@ -407,9 +408,7 @@ def write(rows: list[dict], out: Path, opts: Options) -> dict[str, Any]:
 
 
 def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    write_text_atomic(path, text)
 
 
 def export(archive: Any, out: Path, opts: Options, progress: bool = False) -> dict[str, Any]:

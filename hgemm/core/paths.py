@@ -7,6 +7,7 @@ and logs all live below it; tests point it at a temporary directory.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from hgemm.core.errors import BadInput
@@ -35,7 +36,15 @@ def state_dir(name: str) -> Path:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all: a temporary file beside it, then a rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """Write `text` to `path` whole or not at all: a temporary file of this writer's own beside it, then a
+    rename. Writers racing on one path (two GPU workers sharing a state root) each leave a whole file; the
+    last rename wins."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # as a plain write would leave it (mkstemp makes it private)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
