@@ -53,7 +53,17 @@ REACH_FLOOR_US = 20.0
 REFRESH_WITHIN = 1.10
 # Structures enumerated per family for the model's favourites: beyond this many combinations, a fixed sample.
 STRUCTURE_LIMIT = 40_000
-_STRUCTURES: dict[tuple[str, int], list[dict[str, Any]]] = {}
+_STRUCTURES: dict[tuple, list[dict[str, Any]]] = {}  # by family type, name, space and tuning
+
+
+def default_params(fam: Any, shape: Shape, gpu: GpuInfo | None) -> dict[str, Any] | None:
+    """The family's default configuration for the shape (a family whose default ignores the GPU is asked
+    without it)."""
+    try:
+        params = fam.default_params(shape, gpu)
+    except TypeError:
+        params = fam.default_params(shape)
+    return dict(params) if params else None
 
 
 def family_structures(fam: Any) -> list[dict[str, Any]]:
@@ -62,14 +72,11 @@ def family_structures(fam: Any) -> list[dict[str, Any]]:
     Structure parameters (all but `fam.tuning`) take each value of the space; tuning parameters keep the
     values of the family's default for a large square shape, with the deepest ring (`repair` keeps the
     deepest one that fits)."""
-    key = (fam.name, id(fam))
+    space = fam.space
+    key = (type(fam), fam.name, repr(sorted(space.items())), tuple(getattr(fam, "tuning", ())))
     if key in _STRUCTURES:
         return _STRUCTURES[key]
-    space = fam.space
-    try:
-        base = dict(fam.default_params(Shape(4096, 4096, 4096), None) or {})
-    except TypeError:  # a family whose default ignores the GPU
-        base = dict(fam.default_params(Shape(4096, 4096, 4096)) or {})
+    base = default_params(fam, Shape(4096, 4096, 4096), None) or {}
     base = {k: base.get(k, values[0]) for k, values in space.items()}
     if "stages" in space:
         base["stages"] = max(space["stages"])
@@ -258,12 +265,9 @@ class TemplateProposer:
                 parent = _hash_of(hit)
                 seeds.append(_Option(fam, dict(params), [parent] if parent else [], "retrieved", nearness=i))
         for name, fam in sorted(self.families.items()):
-            try:
-                params = fam.default_params(ctx.shape, ctx.gpu)
-            except TypeError:  # a family whose default ignores the GPU
-                params = fam.default_params(ctx.shape)
+            params = default_params(fam, ctx.shape, ctx.gpu)
             if params:
-                seeds.append(_Option(name, dict(params), [], "default"))
+                seeds.append(_Option(name, params, [], "default"))
         return seeds
 
     def _retrieve(self, ctx: ProposalContext) -> list[dict[str, Any]]:

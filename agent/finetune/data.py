@@ -400,15 +400,11 @@ def write(rows: list[dict], out: Path, opts: Options) -> dict[str, Any]:
     for part, chunk in (("train.jsonl", train), ("val.jsonl", val)):
         text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in chunk)
         digest.update(text.encode())
-        _atomic(where[part], text)
+        write_text_atomic(where[part], text)
     c = card(opts.fmt, train, val, digest.hexdigest()[:16], opts)
-    _atomic(where["card.json"], json.dumps(c, indent=1) + "\n")
-    _atomic(where["card.md"], card_markdown(c))
+    write_text_atomic(where["card.json"], json.dumps(c, indent=1) + "\n")
+    write_text_atomic(where["card.md"], card_markdown(c))
     return c
-
-
-def _atomic(path: Path, text: str) -> None:
-    write_text_atomic(path, text)
 
 
 def export(archive: Any, out: Path, opts: Options, progress: bool = False) -> dict[str, Any]:
