@@ -182,7 +182,7 @@ class Judge:
 
     def _quiet(self, ph: Phases) -> None:
         """Before timing: no runner's CUDA context is coming down, nor the next one's coming up (a spare
-        that only boots is left booting: it touches no device)."""
+        that only boots is left booting: it creates no context)."""
         with ph.timed("retire_wait"):
             self._reap(wait_s=RETIRE_WAIT_S)
         with ph.timed("spare_wait"):

@@ -20,8 +20,9 @@ Parts of the GPU worker's time for the record (`eval_seconds`), each summed over
 
 Outside `eval_seconds`:
 - compile: this source's static check, nvcc, audit and link (a cache lookup when it was built before)
-- runner_boot: the candidate's runner, from its start to ready for CUDA (sandbox, interpreter, imports)
-- runner_cuda: that runner's CUDA initialisation. Both happen while earlier candidates are evaluated, and
+- runner_boot: the candidate's runner, from its start to ready for CUDA (sandbox, interpreter, imports, the
+  driver's `cuInit`)
+- runner_cuda: that runner's CUDA context creation. Both happen while earlier candidates are evaluated, and
   only the part not hidden there is paid, as runner_wait or spare_wait.
 """
 

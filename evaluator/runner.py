@@ -274,8 +274,8 @@ OPS = ("open", "call", "call_after_writer", "capture", "replay", "time")
 
 
 def serve(requests, replies) -> None:
-    """Boot: load the CUDA libraries, touching no device. Then, on `init`, initialise the runtime (a spare
-    runner waits there, ready) and answer requests until `quit`."""
+    """Boot: load the CUDA libraries and initialise the driver, creating no context. Then, on `init`, create
+    the context (a spare runner waits there, ready) and answer requests until `quit`."""
     try:
         rt = Runtime.preloaded()
     except OSError as e:
