@@ -159,8 +159,12 @@ def nvcc_flags(archs: tuple[str, ...], extra_flags: tuple[str, ...] = ()) -> lis
 
 def object_command(nvcc: str, flags: list[str], source: str = SOURCE_NAME, keep_dir: str | None = "keep"):
     """nvcc building `source` into `kernel.o` with `flags`; with `keep_dir`, nvcc's intermediate files (the
-    preprocessed translation units the audit reads) stay there."""
+    preprocessed translation units the audit reads) stay there. Each architecture compiles in a thread of its
+    own (`--threads`): the object is the same but for nvcc's module id, and ptxas' report still comes one
+    architecture at a time; a miss of the cache costs about a third less (1.6 -> 1.1 s for a wgmma kernel)."""
+    archs = sum(1 for f in flags if f.startswith("-gencode="))
     cmd = [nvcc, *(f for f in flags if f != "-shared"), "-c", source, "-o", "kernel.o"]
+    cmd += ["--threads", str(archs)] if archs > 1 else []
     return cmd + (["--keep", "--keep-dir", keep_dir] if keep_dir else [])
 
 
