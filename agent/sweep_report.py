@@ -79,7 +79,17 @@ def _group(rows: list[dict[str, Any]], mode: str) -> dict[str, Any]:
         "geomean_speedup_best": geomean([r[key] for r in timed]),
         "share_won": sum(r[key] > 1.0 for r in timed) / len(rows) if rows else None,
         "min_speedup_best": min((r[key] for r in timed), default=None),
+        "families": families(rows),
     }
+
+
+def families(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How many shapes each kernel family holds the reported kernel of, most first (ties by name)."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        if r.get("kernel") and r.get("family"):
+            counts[r["family"]] = counts.get(r["family"], 0) + 1
+    return dict(sorted(counts.items(), key=lambda t: (-t[1], t[0])))
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -162,9 +172,11 @@ def _group_tables(summary: dict[str, Any]) -> list[str]:
         groups = list(summary[MODES[0]].get(key, {}))
         if not groups:
             continue
-        lines += ["", f"By {title} (geomean speedup vs best baseline, shapes won, lowest):", "",
-                  f"| {title} | shapes | " + " | ".join(f"{m} geomean | {m} won | {m} lowest" for m in MODES) + " |",
-                  "|---|---:|" + "---:|---:|---:|" * len(MODES)]  # fmt: skip
+        lines += ["", f"By {title} (geomean speedup vs best baseline, shapes won, lowest; the families of the "
+                  "reported kernels, with their shape counts):", "",
+                  f"| {title} | shapes | " + " | ".join(f"{m} geomean | {m} won | {m} lowest" for m in MODES)
+                  + " | families |",
+                  "|---|---:|" + "---:|---:|---:|" * len(MODES) + "---|"]  # fmt: skip
         for g in groups:
             label = f"1e{g}" if key == "by_decade" else g
             cells = []
@@ -175,6 +187,8 @@ def _group_tables(summary: dict[str, Any]) -> list[str]:
                     _pct(s["share_won"]),
                     f"{_fmt(s['min_speedup_best'])}×",
                 ]
+            fams = summary[MODES[0]][key][g].get("families") or {}
+            cells.append(", ".join(f"{f} {n}" for f, n in fams.items()) or "—")
             lines.append(f"| {label} | {summary[MODES[0]][key][g]['shapes']} | " + " | ".join(cells) + " |")
     return lines
 
@@ -314,3 +328,38 @@ def write_report(
             title += f" — {meta.get('gpu', '')}, driver {meta.get('driver', '?')}, {meta.get('date', '')}"
         plot(rows, paths["png"], title)
     return paths
+
+
+def rerender(path: Path | str, plot_png: bool = False) -> dict[str, Path]:
+    """Write a report again from its JSON (rows and meta as they were; the summary and markdown by this
+    version of the report), beside it; the plot too with `plot_png`."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        rows, name = data["rows"], data["name"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path} is not a sweep report's JSON ({type(e).__name__}: {e})") from None
+    return write_report(rows, path.parent, name, plot_png=plot_png, meta=data.get("meta"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m hgemm.agent.sweep_report",
+                                 description="Write sweep reports again from their JSON (summary and markdown).")
+    ap.add_argument("reports", nargs="+", help="a sweep report's .json")
+    ap.add_argument("--plot", action="store_true", help="draw the plot again too")
+    args = ap.parse_args(argv)
+    for report in args.reports:
+        try:
+            written = rerender(report, plot_png=args.plot)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print("wrote " + ", ".join(str(p) for p in written.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

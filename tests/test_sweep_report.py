@@ -8,7 +8,7 @@ import math
 
 import pytest
 from hgemm.agent.sweep_grid import flop_decade, full_grid, shape_class
-from hgemm.agent.sweep_report import render_markdown, row_from_record, summarize, write_report
+from hgemm.agent.sweep_report import main, render_markdown, row_from_record, summarize, write_report
 
 from hgemm.core.record import BASELINES, EvalRecord, ModeResult, Stats
 from hgemm.core.shape import Shape
@@ -18,7 +18,7 @@ def stats(us: float) -> Stats:
     return Stats(median_us=us, p10_us=us, p90_us=us, n=10)
 
 
-def row(shape: Shape, speedup: float | None, seconds: float = 3.6) -> dict:
+def row(shape: Shape, speedup: float | None, seconds: float = 3.6, family: str = "mma_ms") -> dict:
     """A row whose kernel is `speedup` times faster than the best baseline (None: no kernel)."""
     if speedup is None:
         return row_from_record(shape, None, gpu_seconds=seconds, evals=4)
@@ -31,7 +31,7 @@ def row(shape: Shape, speedup: float | None, seconds: float = 3.6) -> dict:
         rec.modes[mode] = ModeResult(mode, stats(base * scale / speedup), baselines, floor_us=0.1).finish(
             shape
         )
-    return row_from_record(shape, rec, family="mma_ms", gpu_seconds=seconds, evals=10)
+    return row_from_record(shape, rec, family=family, gpu_seconds=seconds, evals=10)
 
 
 def test_shape_classes_and_decades():
@@ -49,8 +49,8 @@ def test_summary_groups_by_decade_and_class():
     rows = [
         row(Shape(64, 64, 64), 1.25),
         row(Shape(128, 128, 128), 0.8),
-        row(Shape(64, 4096, 4096), 1.1),
-        row(Shape(256, 512, 8192), 1.05),
+        row(Shape(64, 4096, 4096), 1.1, family="wgmma"),
+        row(Shape(256, 512, 8192), 1.05, family="wgmma"),
         row(Shape(12288, 4096, 1024), None),
     ]
     rows[-1] = {**rows[-1], "status": "failed", "error": "WorkerLost: worker gpu0 died during the call"}
@@ -77,10 +77,15 @@ def test_summary_groups_by_decade_and_class():
     assert by_class["small-M"]["share_won"] == 1.0 and by_class["K-heavy"]["shapes"] == 1
     assert by_class["odd"]["shapes"] == 1 and "other" not in by_class
     assert s["server"]["by_class"]["square"]["geomean_speedup_best"] == pytest.approx(1.0)
+    # the families of the reported kernels; a shape without a kernel counts for none
+    assert by_class["square"]["families"] == {"mma_ms": 2} and by_class["odd"]["families"] == {}
+    assert decades["9"]["families"] == {"wgmma": 2}
+    assert summarize(rows[:4])["offline"]["by_decade"]["5"]["families"] == {"mma_ms": 1}
 
     md = render_markdown(rows, s, "unit")
     assert "By FLOP decade" in md and "| 1e5 | 1 | 1.250×" in md
     assert "By shape class" in md and "| small-M | 1 |" in md
+    assert md.count("| mma_ms 2 |") == 1 and "| wgmma 1 |" in md  # square: two mma_ms shapes; small-M: wgmma
     assert "Geomean speedup over each baseline" in md and "best of them" in md
     assert "Worst shapes" in md and "128×128×128 0.800×" in md
     assert "Failures" in md and "12288×4096×1024: WorkerLost" in md
@@ -124,3 +129,22 @@ def test_live_display_shows_progress_eta_each_worker_and_running_geomeans():
     assert "256x256x256" in text and "WorkerLost" in text  # gpu1's current shape, and the last event
     eta = display.eta_seconds(2)
     assert eta is not None and eta >= 0
+
+
+def test_a_report_is_written_again_from_its_json(tmp_path, capsys):
+    rows = [row(Shape(64, 64, 64), 1.25), row(Shape(64, 4096, 4096), 1.1, family="wgmma")]
+    paths = write_report(rows, tmp_path, "again", plot_png=False, meta={"gpu": "H100 test", "date": "2026-11-26"})
+    data = json.loads(paths["json"].read_text())
+    for group in data["summary"]["offline"]["by_class"].values():
+        del group["families"]  # as a report of an earlier version has it
+    paths["json"].write_text(json.dumps(data))
+    paths["md"].write_text("old")
+    assert main([str(paths["json"])]) == 0
+    again = json.loads(paths["json"].read_text())
+    assert again["rows"] == data["rows"] and again["meta"] == data["meta"]
+    assert again["summary"]["offline"]["by_class"]["small-M"]["families"] == {"wgmma": 1}
+    assert paths["md"].read_text() == render_markdown(rows, summarize(rows), "again", data["meta"])
+    assert not (tmp_path / "again.png").exists()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert main([str(bad)]) == 2 and "not a sweep report" in capsys.readouterr().err
