@@ -60,6 +60,14 @@ def export_atomic(archive: Any, path: Path) -> int:
     return lines
 
 
+_CLOCK = [time.monotonic()]  # when this sweep command started: its milestones say how long after
+
+
+def _say(message: str, err: bool = False) -> None:
+    """A milestone of the run, with the seconds since the command started (where start-up time goes)."""
+    typer.echo(f"{message} [{time.monotonic() - _CLOCK[0]:.1f} s]", err=err)
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -193,14 +201,14 @@ def sweep_command(
         check_after(trigger)  # the archive's new bests may start a fine-tune cycle
 
     interrupted = False
-    started = time.monotonic()
+    started = _CLOCK[0] = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a time limit's SIGTERM stops like Ctrl-C
     try:
         with Archive() as archive:
             for source in import_archive:
                 if source.exists():
                     counts = archive.import_file(source)
-                    typer.echo(f"imported {source}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+                    _say(f"imported {source}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
                 else:
                     typer.echo(f"no {source} yet: nothing to import from it")
             try:
@@ -216,7 +224,7 @@ def sweep_command(
             finally:
                 if export_archive is not None:
                     lines = export_atomic(archive, export_archive)
-                    typer.echo(f"exported {lines} archive lines to {export_archive}")
+                    _say(f"exported {lines} archive lines to {export_archive}")
     finally:
         signal.signal(signal.SIGTERM, previous)
     rows = latest[0]
@@ -254,6 +262,7 @@ def _run_here(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
     with open_evaluator() as evaluator:
         info = evaluator.gpu_info()
         _gpu_meta(meta, info, 1)
+        _say(f"evaluator on {info.name}")
         if limit is not None:
             done = {
                 s: r for s in shapes if resume and (r := resumable_row(archive, s, info.name, st.objective))
@@ -302,7 +311,7 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             info = next(iter(infos.values()))[0]
             gpu = info.name
             _gpu_meta(meta, info, len(infos))
-            typer.echo(
+            _say(
                 f"{len(infos)} worker(s) on {gpu}: "
                 + ", ".join(
                     f"{slot} (CUDA_VISIBLE_DEVICES={pin or '-'}, pid {pid})"
@@ -311,13 +320,13 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             )
             shared = Locked(archive, threading.RLock())  # the slot threads commit their searches' writes
             if resume:
-                typer.echo(f"checking the archive for {len(shapes)} shapes on {gpu} ...")
+                _say(f"checking the archive for {len(shapes)} shapes on {gpu} ...")
             done = {s: r for s in shapes if resume and (r := resumable_row(archive, s, gpu, st.objective))}
             order = schedule([s for s in _pick(shapes, done, limit) if s not in done], done)
             rows = {s: r for s, r in done.items()}
             grid_order = {s: i for i, s in enumerate(shapes)}
             if done:
-                typer.echo(
+                _say(
                     f"resuming: {len(done)} of {len(shapes)} shapes already in the archive; {len(order)} to search"
                 )
                 on_rows([rows[s] for s in sorted(rows, key=grid_order.get)])
@@ -327,6 +336,8 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             if order:
                 slots.start(sorted(infos))  # those not started yet warm up meanwhile
             retriever.sync()  # up to date before the first search: each slot's process starts from a copy of it
+            if order:
+                _say(f"searching {len(order)} shapes on {len(infos)} worker(s)")
 
             def search(slot: str, shape: Shape) -> dict[str, Any]:
                 prior = archived_row(shared, shape, gpu, st.objective)
@@ -344,9 +355,7 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             with SweepDisplay(len(done) + len(order), list(done.values())) as display:
                 run_slots(order, pool=pool, search=search, failed=failed, on_row=on_row, display=display,
                           pins={slot: pin for slot, (_, pin, _) in infos.items()})  # fmt: skip
-            typer.echo(
-                f"searched {len(order)} shapes in {time.monotonic() - started:.0f} s on {len(infos)} worker(s)"
-            )
+            _say(f"searched {len(order)} shapes in {time.monotonic() - started:.0f} s on {len(infos)} worker(s)")
     finally:
         end_spares(spares)  # where no slot took them
         if slots is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -199,6 +200,10 @@ def test_ctrl_c_stops_cleanly_writes_the_report_and_exports_the_archive(tmp_path
     out2 = finish(again)
     assert again.returncode == 0, out2
     assert f"resuming: {done} of 6 shapes" in out2 and "nothing to import from it" in out2
+    # the milestones say when they came, in seconds since the command started (where start-up time goes)
+    stamps = [float(m) for m in re.findall(r"^(?:imported|1 worker\(s\) on|checking the archive|resuming)[^\n]*"
+                                           r"\[(\d+\.\d) s\]$", out2, re.M)]  # fmt: skip
+    assert len(stamps) == 4 and stamps == sorted(stamps), out2
 
 
 def run_cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
