@@ -10,28 +10,48 @@ from __future__ import annotations
 import re
 from typing import Any
 
+# (name, pattern, literals): a source shows the technique when the pattern matches; one of the literals occurs
+# in every match, so a source holding none of them is passed over without running the pattern (a plain
+# substring test is much faster than the pattern's scan of a long source).
 TECHNIQUES = (
-    ("wgmma", r"\bwgmma\b|wgmma\.mma_async|warpgroup"),
-    ("TMA", r"cp\.async\.bulk\.tensor|cuTensorMapEncode|CUtensorMap|\btma\b"),
-    ("mma.sync", r"mma\.sync|\bmma_sync\b|\bwmma::"),
-    ("cp.async", r"cp\.async\.(ca|cg)|__pipeline_memcpy_async|cuda::memcpy_async"),
-    ("ldmatrix", r"ldmatrix"),
-    ("stmatrix", r"stmatrix"),
-    ("split-K", r"split_?k|splitk|SPLIT_K"),
-    ("stream-K", r"stream_?k|STREAM_K"),
-    ("thread block clusters", r"__cluster_dims__|cluster_ctarank|cudaLaunchAttributeClusterDimension"),
-    ("mbarrier", r"mbarrier"),
-    ("warp specialization", r"producer|consumer|warp_?special"),
-    ("swizzle", r"swizzle|SWIZZLE"),
-    ("CUTLASS/CuTe", r"#include\s*<(cutlass|cute)/"),
-    ("shared memory", r"__shared__|extern\s+__shared__"),
+    ("wgmma", r"\bwgmma\b|wgmma\.mma_async|warpgroup", ("wgmma", "warpgroup")),
+    (
+        "TMA",
+        r"cp\.async\.bulk\.tensor|cuTensorMapEncode|CUtensorMap|\btma\b",
+        ("cp.async.bulk.tensor", "cuTensorMapEncode", "CUtensorMap", "tma"),
+    ),
+    ("mma.sync", r"mma\.sync|\bmma_sync\b|\bwmma::", ("mma.sync", "mma_sync", "wmma::")),
+    (
+        "cp.async",
+        r"cp\.async\.(ca|cg)|__pipeline_memcpy_async|cuda::memcpy_async",
+        ("cp.async.c", "memcpy_async"),
+    ),
+    ("ldmatrix", r"ldmatrix", ("ldmatrix",)),
+    ("stmatrix", r"stmatrix", ("stmatrix",)),
+    ("split-K", r"split_?k|splitk|SPLIT_K", ("split", "SPLIT_K")),
+    ("stream-K", r"stream_?k|STREAM_K", ("stream", "STREAM_K")),
+    (
+        "thread block clusters",
+        r"__cluster_dims__|cluster_ctarank|cudaLaunchAttributeClusterDimension",
+        ("__cluster_dims__", "cluster_ctarank", "cudaLaunchAttributeClusterDimension"),
+    ),
+    ("mbarrier", r"mbarrier", ("mbarrier",)),
+    (
+        "warp specialization",
+        r"producer|consumer|warp_?special",
+        ("producer", "consumer", "warp_special", "warpspecial"),
+    ),
+    ("swizzle", r"swizzle|SWIZZLE", ("swizzle", "SWIZZLE")),
+    ("CUTLASS/CuTe", r"#include\s*<(cutlass|cute)/", ("cutlass/", "cute/")),
+    ("shared memory", r"__shared__|extern\s+__shared__", ("__shared__",)),
 )
-_TECH = [(name, re.compile(rx)) for name, rx in TECHNIQUES]
+_TECH = [(name, re.compile(rx), literals) for name, rx, literals in TECHNIQUES]
 _NUM = re.compile(r"\b\d{3,}\b")
 
 
 def source_techniques(source: str) -> list[str]:
-    return [name for name, rx in _TECH if rx.search(source or "")]
+    source = source or ""
+    return [name for name, rx, lits in _TECH if any(lit in source for lit in lits) and rx.search(source)]
 
 
 def kernel_digest(family: str | None, params: dict[str, Any] | None, source: str | None) -> str:

@@ -54,6 +54,21 @@ def test_digest_reads_family_params_or_source():
     assert source_techniques("asm volatile(\"wgmma.mma_async.sync ...\"); cp.async.cg.shared; ldmatrix") == [
         "wgmma", "cp.async", "ldmatrix"
     ]  # fmt: skip
+    # the literals that let a source skip a pattern are in every match of it: the same answer as the patterns
+    from hgemm.evaluator.kernels.family import kernel_file
+    from hgemm.index.digest import _TECH
+
+    sources = [kernel_file(n) for n in ("small.cu", "mma_ms.cu", "wgmma_ws.cu", "wgmma_ptx.cuh")]
+    sources += [
+        "template <int SPLIT_K> __global__ void k() { extern  __shared__ char s[]; }",
+        "// warpspecial producer\n#include <cute/tensor.hpp>\nuse_tma(); tma;",
+        "splitK streamk",
+        "",
+    ]
+    for src in sources:
+        assert source_techniques(src) == [name for name, rx, _ in _TECH if rx.search(src)]
+        for name, rx, lits in _TECH:
+            assert all(any(lit in m.group(0) for lit in lits) for m in rx.finditer(src)), name
     row = {"failure_kind": "compile_error", "failure_message": "kernel.cu(123): error: bad\nmore"}
     assert attempt_text(row).endswith("failed compile_error: kernel.cu(N): error: bad")
     ok = {"correct": 1, "offline_speedup": 1.2, "family": "f"}
