@@ -14,10 +14,11 @@ import tempfile
 import time
 
 from hgemm.agent.template import default_params
-from hgemm.core.shape import Shape
 from hgemm.evaluator import compile as C
 from hgemm.evaluator.kernels import FAMILIES
 from hgemm.evaluator.kernels.wgmma_family import FAMILIES as WGMMA
+
+from hgemm.core.shape import Shape
 
 WITH = C.object_command
 
@@ -36,8 +37,11 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HGEMM_HOME", tempfile.mkdtemp(prefix="compile-threads-"))
     shape = Shape(4096, 4096, 4096)
-    sources = {name: fam.render(default_params(fam, shape, None)) for name, fam in {**FAMILIES, **WGMMA}.items()
-               if name != "mma_splitk"}  # mma_splitk's default renders mma_ms's source
+    sources = {
+        name: fam.render(default_params(fam, shape, None))
+        for name, fam in {**FAMILIES, **WGMMA}.items()
+        if name != "mma_splitk"
+    }  # mma_splitk's default renders mma_ms's source
     C.compile_source(sources["small"], use_cache=False)  # the audit's empty-kernel baseline, once
     times = {name: {"with": [], "without": []} for name in sources}
     for _ in range(args.repeats):
@@ -50,8 +54,12 @@ def main() -> None:
                 assert r.ok, (name, mode, r.message)
     C.object_command = WITH
     nvcc = C.find_nvcc()
-    out = {"host": f"{platform.machine()}, {os.cpu_count()} cores", "nvcc": C.nvcc_version(nvcc),
-           "repeats": args.repeats, "median_s": {}}
+    out = {
+        "host": f"{platform.machine()}, {os.cpu_count()} cores",
+        "nvcc": C.nvcc_version(nvcc),
+        "repeats": args.repeats,
+        "median_s": {},
+    }
     for name, t in times.items():
         w, wo = statistics.median(t["with"]), statistics.median(t["without"])
         out["median_s"][name] = {"without": round(wo, 2), "with": round(w, 2), "ratio": round(w / wo, 2)}
