@@ -30,7 +30,7 @@ from hgemm.archive import rows, schema
 from hgemm.archive.errors import ArchiveCorrupt, ArchiveError
 
 from hgemm.core.errors import BadInput
-from hgemm.core.record import BASELINES, EvalRecord, kernel_hash, normalize_source
+from hgemm.core.record import BASELINES, EvalRecord, normalize_source, normalized_hash
 from hgemm.core.shape import Shape
 
 FORMAT = "hgemm-archive"
@@ -186,11 +186,12 @@ def _merge(archive, lines: Iterator[dict[str, Any]]) -> dict[str, int]:
             if kind == FORMAT:
                 continue
             if kind == "kernel":
-                if kernel_hash(line["source"]) != line["hash"]:
+                source = normalize_source(line["source"])
+                if normalized_hash(source) != line["hash"]:
                     raise ArchiveError(f"kernel {line['hash']}: source does not match its hash")
                 known = conn.execute("SELECT 1 FROM kernels WHERE hash = ?", (line["hash"],)).fetchone()
                 archive._insert_kernel(
-                    conn, line["hash"], normalize_source(line["source"]), line.get("family"),
+                    conn, line["hash"], source, line.get("family"),
                     line.get("params"), line.get("proposer") or "import", line.get("note") or "",
                     line.get("created"), line.get("parents") or [],
                 )  # fmt: skip

@@ -76,7 +76,12 @@ def normalize_source(source: str) -> str:
 
 def kernel_hash(source: str) -> str:
     """Content hash of the normalised source (16 hex digits): a kernel's identity everywhere."""
-    return hashlib.sha256(normalize_source(source).encode()).hexdigest()[:16]
+    return normalized_hash(normalize_source(source))
+
+
+def normalized_hash(normalized: str) -> str:
+    """`kernel_hash` of a source already normalised (`normalize_source` is idempotent): one pass, not two."""
+    return hashlib.sha256(normalized.encode()).hexdigest()[:16]
 
 
 @dataclass
