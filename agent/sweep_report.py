@@ -202,6 +202,15 @@ def _worst_table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _evals_spread(rows: list[dict[str, Any]]) -> str:
+    """How many evaluations the shapes had, where they differ (a sweep resumed under another budget, or shapes
+    taken over from an archive): " (per shape: median M, LO-HI)", else ""."""
+    counts = sorted(r["evals"] for r in rows if r.get("evals"))
+    if not counts or counts[0] == counts[-1]:
+        return ""
+    return f" (per shape: median {counts[(len(counts) - 1) // 2]}, {counts[0]}-{counts[-1]})"
+
+
 def render_markdown(
     rows: list[dict[str, Any]], summary: dict[str, Any], name: str, meta: dict[str, Any] | None = None
 ) -> str:
@@ -210,9 +219,9 @@ def render_markdown(
         lines += [", ".join(f"{k}: {v}" for k, v in meta.items() if v not in (None, "")) + ".", ""]
     gpus = sorted({r["gpu"] for r in rows if r["gpu"]})
     lines += [
-        f"GPU: {', '.join(gpus) or 'unknown'}. Shapes: {summary['shapes']}, evaluations: {summary['evals']}, "
-        f"GPU time: {summary['gpu_seconds']:.1f} s ({_fmt(summary['gpu_seconds_per_shape'], '.1f')} s per shape; "
-        f"{summary.get('gpu_hours', 0):.2f} GPU-hours).",
+        f"GPU: {', '.join(gpus) or 'unknown'}. Shapes: {summary['shapes']}, evaluations: {summary['evals']}"
+        f"{_evals_spread(rows)}, GPU time: {summary['gpu_seconds']:.1f} s "
+        f"({_fmt(summary['gpu_seconds_per_shape'], '.1f')} s per shape; {summary.get('gpu_hours', 0):.2f} GPU-hours).",
         "",
     ]
     lines += [

@@ -148,3 +148,12 @@ def test_a_report_is_written_again_from_its_json(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     assert main([str(bad)]) == 2 and "not a sweep report" in capsys.readouterr().err
+
+
+def test_the_header_says_how_many_evaluations_the_shapes_had_where_they_differ():
+    same = [row(Shape(64, 64, 64), 1.1), row(Shape(128, 64, 64), 1.2)]
+    text = render_markdown(same, summarize(same), "same")
+    assert "evaluations: 20, GPU time" in text and "per shape:" not in text
+    mixed = [*same, row(Shape(256, 64, 64), None), row(Shape(512, 64, 64), None), row(Shape(64, 128, 64), 0.9)]
+    text = render_markdown(mixed, summarize(mixed), "mixed")
+    assert "evaluations: 38 (per shape: median 10, 4-10), GPU time" in text
