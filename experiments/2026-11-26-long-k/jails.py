@@ -1,23 +1,52 @@
-"""Judge sessions for `sandbox_ab.py`: the product's judge, with its runners started in less of the sandbox.
-For measurement only; the product never runs candidates like this."""
+"""A judge session for `sandbox_ab.py`: the product's judge, with its runners started in less of the sandbox,
+as the environment variable HGEMM_EXPERIMENT_JAIL says (read when the judge process starts). For measurement
+only; the product never runs candidates like this.
+
+- sandbox: unchanged.
+- no-namespaces: no network, PID or mount namespace (so nothing remounted); seccomp filter and limits kept.
+- no-namespaces-no-seccomp: limits only.
+- no-pid: network and mount namespaces (read-only remounts), no PID namespace and no fresh /proc.
+- no-net: PID and mount namespaces, no network namespace.
+- no-readonly: every namespace, nothing remounted read-only inside the mount namespace.
+"""
 
 from __future__ import annotations
+
+import os
+import sys
 
 from hgemm.evaluator import sandbox
 from hgemm.evaluator.judge import Judge
 
+VARIANTS = ("sandbox", "no-namespaces", "no-namespaces-no-seccomp", "no-pid", "no-net", "no-readonly")
 
-class NoNamespaceJudge(Judge):
-    """Runners without network, PID and mount namespaces (seccomp filter and limits kept)."""
 
+def _command(variant: str):
+    def command(argv: list[str], profile: str, workdir) -> list[str]:
+        prefix = sandbox._unshare_prefix()
+        flags: list[str] = []
+        if variant in ("no-namespaces", "no-namespaces-no-seccomp"):
+            prefix, flags = [], ["--no-mounts"]
+            if variant == "no-namespaces-no-seccomp":
+                flags.append("--no-seccomp")
+        elif variant == "no-pid":
+            prefix = [p for p in prefix if p not in ("--pid", "--fork", "--mount-proc")]
+        elif variant == "no-net":
+            prefix = [p for p in prefix if p != "--net"]
+        elif variant == "no-readonly":
+            flags = ["--no-mounts"]  # inside the mount namespace: nothing of the host is touched
+        jail = [sys.executable, "-P", "-m", "hgemm.evaluator.jail", "--profile", profile, "--workdir", str(workdir),
+                *flags]  # fmt: skip
+        return [*prefix, "--", *jail, "--", *argv] if prefix else [*jail, "--", *argv]
+
+    return command
+
+
+class VariantJudge(Judge):
     def __init__(self) -> None:
         super().__init__()
-        sandbox.report = lambda: sandbox.Report(False, True, ("experiment: no namespaces",))
-
-
-class NoSeccompJudge(Judge):
-    """Runners with neither namespaces nor the seccomp filter (limits kept)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        sandbox.report = lambda: sandbox.Report(False, False, ("experiment: no namespaces, no seccomp",))
+        variant = os.environ.get("HGEMM_EXPERIMENT_JAIL", "sandbox")
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown jail variant {variant!r}")
+        if variant != "sandbox":
+            sandbox.command = _command(variant)

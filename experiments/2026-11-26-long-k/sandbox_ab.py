@@ -1,5 +1,5 @@
-"""The evaluator's offline figure for the long-K kernel with its runners in the full sandbox, without the
-namespaces, and without namespaces or seccomp, alternated twice, on one host.
+"""The evaluator's offline figure for the long-K kernel with its runners in the full sandbox and in parts of it
+(`jails.py`), each variant in a fresh evaluator, on one host; the full sandbox and no namespaces twice.
 
 Usage (one GPU): python sandbox_ab.py OUT_DIR
 """
@@ -7,14 +7,15 @@ Usage (one GPU): python sandbox_ab.py OUT_DIR
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 from probe import BASE
 
 SHAPE = (4096, 16384, 16384)
-SESSIONS = {"sandbox": "hgemm.evaluator.judge:Judge", "no-namespaces": "jails:NoNamespaceJudge",
-            "no-namespaces-no-seccomp": "jails:NoSeccompJudge"}  # fmt: skip
+ROUNDS = {1: ("sandbox", "no-namespaces", "no-namespaces-no-seccomp", "no-pid", "no-net", "no-readonly"),
+          2: ("sandbox", "no-namespaces")}
 
 
 def main(out_dir: str) -> None:
@@ -24,10 +25,11 @@ def main(out_dir: str) -> None:
 
     source = get_family("wgmma").render(BASE)
     rows = []
-    for _ in range(2):
-        for name, session in SESSIONS.items():
+    for variants in ROUNDS.values():
+        for name in variants:
+            os.environ["HGEMM_EXPERIMENT_JAIL"] = name  # the judge process reads it when it starts
             with LocalEvaluator() as ev:
-                ev.worker = Worker(session=session)
+                ev.worker = Worker(session="jails:VariantJudge")
                 recs = [ev.evaluate([source], SHAPE, stage="full", modes=("offline",))[0] for _ in range(2)]
             for rec in recs:
                 off = rec.modes.get("offline")
