@@ -50,3 +50,36 @@ class VariantJudge(Judge):
             raise ValueError(f"unknown jail variant {variant!r}")
         if variant != "sandbox":
             sandbox.command = _command(variant)
+
+
+class OursInJudge(VariantJudge):
+    """Also times the library HGEMM_EXPERIMENT_LIB as if it were a baseline: in the judge's process, on the
+    judge's own buffers, sampled exactly as the baselines are ("ours_in_judge" among the baselines' figures)."""
+
+    def prepare(self, *args, **kwargs) -> dict:
+        import ctypes
+
+        import torch
+
+        out = super().prepare(*args, **kwargs)
+        lib_path = os.environ.get("HGEMM_EXPERIMENT_LIB")
+        if not lib_path or self.baselines is None:
+            return out
+        lib = ctypes.CDLL(lib_path)
+        vp, ci = ctypes.c_void_p, ctypes.c_int
+        lib.hgemm_run.restype = ci
+        lib.hgemm_run.argtypes = [vp, vp, vp, vp, ci, ci, ci, vp, ctypes.c_size_t, vp]
+        p = self.problem
+
+        def call(i: int) -> None:
+            rc = lib.hgemm_run(p.a_ring[i].data_ptr(), p.b.data_ptr(), p.bt.data_ptr(), p.c[i].data_ptr(), p.M, p.N,
+                               p.K, p.w.data_ptr(), p.w.numel(), p.stream.cuda_stream)  # fmt: skip
+            if rc:
+                raise RuntimeError(f"hgemm_run returned {rc}")
+
+        call(0)  # eager first: its one-time queries happen outside any capture
+        torch.cuda.synchronize()
+        self.baselines.calls["ours_in_judge"] = call
+        self.baselines._graphs.clear()
+        self._experiment_lib = lib
+        return out

@@ -1,5 +1,6 @@
 """The evaluator's offline figure for the long-K kernel with its runners in the full sandbox and in parts of it
-(`jails.py`), each variant in a fresh evaluator, on one host; the full sandbox and no namespaces twice.
+(`jails.py`), each variant in a fresh evaluator, on one host; the full sandbox and no namespaces twice. In every
+evaluation the same library is also timed in the judge's process as if it were a baseline (`ours_in_judge`).
 
 Usage (one GPU): python sandbox_ab.py OUT_DIR
 """
@@ -19,17 +20,19 @@ ROUNDS = {1: ("sandbox", "no-namespaces", "no-namespaces-no-seccomp", "no-pid", 
 
 
 def main(out_dir: str) -> None:
+    from hgemm.evaluator.compile import compile_trusted
     from hgemm.evaluator.kernels import get_family
     from hgemm.evaluator.local import LocalEvaluator
     from hgemm.evaluator.worker import Worker
 
     source = get_family("wgmma").render(BASE)
+    os.environ["HGEMM_EXPERIMENT_LIB"] = compile_trusted(source).lib_path  # also timed in the judge, as a baseline
     rows = []
     for variants in ROUNDS.values():
         for name in variants:
             os.environ["HGEMM_EXPERIMENT_JAIL"] = name  # the judge process reads it when it starts
             with LocalEvaluator() as ev:
-                ev.worker = Worker(session="jails:VariantJudge")
+                ev.worker = Worker(session="jails:OursInJudge")
                 recs = [ev.evaluate([source], SHAPE, stage="full", modes=("offline",))[0] for _ in range(2)]
             for rec in recs:
                 off = rec.modes.get("offline")
