@@ -1,5 +1,5 @@
 """The judge's way of sharing memory, replayed without the rest of the evaluator: one cudaMalloc'd arena
-(evaluator/cudart.py), A, Bt and C at 4 KiB-aligned offsets in it, its IPC handle opened in a second process
+(evaluator/cudart.py) as large as the judge's, A, Bt and C at 4 KiB-aligned offsets in it, its IPC handle opened in a second process
 (not sandboxed), and our kernel timed there back to back on the arena against local copies of the same values.
 
 Usage (one GPU): python ipc_arena.py OUT_DIR
@@ -24,7 +24,10 @@ D2D = 3
 
 def layout(M: int, N: int, K: int) -> dict[str, tuple[int, int]]:
     out, offset = {}, 0
-    for name, nbytes in (("A", 2 * M * K), ("Bt", 2 * N * K), ("C", 2 * M * N)):
+    # the judge's arena also holds B, the early-read copy of C and the staged A: as large a single allocation
+    regions = (("A", 2 * M * K), ("B", 2 * K * N), ("Bt", 2 * N * K), ("C", 2 * M * N), ("early", 2 * M * N),
+               ("stage", 2 * M * K))  # fmt: skip
+    for name, nbytes in regions:
         offset += 12288  # a guard band's worth, 4 KiB-aligned as the arena's regions are
         out[name] = (offset, nbytes)
         offset += -(-nbytes // 4096) * 4096
