@@ -9,6 +9,8 @@ moves, crossover and random samples, ranked by `agent.model.predict_us` scaled b
   shape and GPU. Each candidate names its `parents`.
 - A search's first batch leads with the nearest shape's winner; an `explore` share of every batch is random,
   so the model's blind spots still get measured.
+- A family measured `FAMILY_GIVE_UP` times slower than the shape's best gets no further options (its
+  configurations stop being parents, and its favourites and random samples stay out of the pool).
 - The model's own favourites join the pool: every structure of a family (its non-`tuning` parameters, repaired)
   is predicted once per shape, and the `model_seeds` fastest of each family enter as options, so a search can
   reach a configuration that is several single-parameter moves from every seed.
@@ -48,6 +50,12 @@ def config_key(family: str, params: dict[str, Any]) -> Key:
 # every family gets its try (launch and setup costs the model knows least about decide there).
 FAMILY_REACH = 3.0
 REACH_FLOOR_US = 20.0
+# A family measured this many times slower than the shape's best (its fastest configuration against the fastest
+# of all) gets no more options in this search: moving one or two parameters does not win back a factor of two, and
+# at a small budget every evaluation it takes is one the leading family loses (H100, the 50 shapes of the full
+# grid searched at 8 evaluations on 2026-11-26: mma_ms measured 2.1-3.4x slower than wgmma on every one, and
+# still took 2 of each shape's 8 evaluations).
+FAMILY_GIVE_UP = 2.0
 # A template change moves a configuration's time by a few percent: only configurations measured within
 # this factor of the shape's best are worth measuring again as they render now.
 REFRESH_WITHIN = 1.10
@@ -443,9 +451,14 @@ class TemplateProposer:
     def _pool(self, ctx: ProposalContext) -> dict[Key, _Option]:
         pool: dict[Key, _Option] = {}
 
+        given_up = self._given_up()
+
         def add(opt: _Option, anchor: float | None = None) -> None:
-            """Pool a valid, new option. Its score is the model's time scaled by the measured/predicted
-            ratio of the configuration it came from (`anchor`), else by its family's calibration."""
+            """Pool a valid, new option of a family still in the running. Its score is the model's time scaled
+            by the measured/predicted ratio of the configuration it came from (`anchor`), else by its family's
+            calibration."""
+            if opt.family in given_up:
+                return
             fam = self.families.get(opt.family)
             if fam is not None and callable(getattr(fam, "repair", None)):
                 opt.params = fam.repair(opt.params)
@@ -504,8 +517,20 @@ class TemplateProposer:
         t = self.measured.get(config_key(family, params))
         return t / raw if raw and t else None
 
+    def _given_up(self) -> set[str]:
+        """Families whose fastest measured configuration on this shape is `FAMILY_GIVE_UP` times the fastest."""
+        fastest: dict[str, float] = {}
+        for (family, _params), t in self.measured.items():
+            fastest[family] = min(t, fastest.get(family, math.inf))
+        if not fastest:
+            return set()
+        top = min(fastest.values())
+        return {family for family, t in fastest.items() if t >= FAMILY_GIVE_UP * top}
+
     def _elites(self) -> list[tuple[str, dict[str, Any], str]]:
-        best = sorted(self.measured.items(), key=lambda kv: (kv[1], kv[0][0], repr(kv[0][1])))
+        given_up = self._given_up()
+        measured = [(key, t) for key, t in self.measured.items() if key[0] not in given_up]
+        best = sorted(measured, key=lambda kv: (kv[1], kv[0][0], repr(kv[0][1])))
         out = []
         for key, _t in best[: self.elites]:
             out.append((key[0], dict(key[1]), self.key_hash.get(key, "")))

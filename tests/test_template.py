@@ -540,3 +540,38 @@ def test_the_models_favourite_is_proposed_when_it_is_far_from_every_seed():
     # Without the model's favourites the first batch does not reach it.
     q = TemplateProposer({"wgmma": fam}, seed=0, explore=0.0, random_samples=0, model=model, model_seeds=0)
     assert not [c for c in q.propose(ctx(shape), 8) if all(c.params[k] == v for k, v in favourite.items())]
+
+
+def _measured(cands, times_by_family):
+    """Records of `cands` at the offline time their family is given (the stand-in's way of building them)."""
+    from hgemm.core.record import EvalRecord, ModeResult, Stats
+
+    out = []
+    for c in cands:
+        rec = EvalRecord(kernel_hash=c.hash, M=1, N=1, K=1, gpu=GPU.name, stage="quick")
+        rec.compiled = rec.correct = True
+        t = times_by_family[c.family]
+        rec.modes["offline"] = ModeResult("offline", Stats(median_us=t, p10_us=t, p90_us=t, n=7), {}, floor_us=0.1)
+        out.append((c, rec))
+    return out
+
+
+@pytest.mark.parametrize("slower, given_up", [(2.5, True), (1.5, False)])
+def test_a_family_measured_twice_as_slow_as_the_best_gets_no_more_evaluations(slower, given_up):
+    from hgemm.agent.template import FAMILY_GIVE_UP
+
+    shape = Shape(8192, 8192, 4096)
+    p = TemplateProposer(seed=4)
+    first = p.propose(ctx(shape), 8)
+    families = {c.family for c in first}
+    assert {"wgmma", "mma_ms"} <= families, "the first batch tries both families on this shape"
+    times = {f: 1000.0 for f in families} | {"mma_ms": 1000.0 * slower}
+    p.observe(_measured(first, times))
+    later = [c for _ in range(4) for c in p.propose(ctx(shape), 8)]
+    assert later
+    assert (slower >= FAMILY_GIVE_UP) == given_up
+    if given_up:
+        assert "mma_ms" not in {c.family for c in later}
+        assert all(not (set(c.parents) & {f.hash for f in first if f.family == "mma_ms"}) for c in later)
+    else:
+        assert "mma_ms" in {c.family for c in later}  # still in the running: its neighbours are measured
