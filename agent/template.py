@@ -10,7 +10,9 @@ moves, crossover and random samples, ranked by `agent.model.predict_us` scaled b
 - A search's first batch leads with the nearest shape's winner; an `explore` share of every batch is random,
   so the model's blind spots still get measured.
 - A family measured `FAMILY_GIVE_UP` times slower than the shape's best gets no further options (its
-  configurations stop being parents, and its favourites and random samples stay out of the pool).
+  configurations stop being parents, and its favourites and random samples stay out of the pool); one that lost
+  by as much on each of the `NEARBY_EVIDENCE` nearest shapes this GPU has measured is not tried at all, unless
+  it is measured on this shape or no other family can run it.
 - The model's own favourites join the pool: every structure of a family (its non-`tuning` parameters, repaired)
   is predicted once per shape, and the `model_seeds` fastest of each family enter as options, so a search can
   reach a configuration that is several single-parameter moves from every seed.
@@ -56,6 +58,10 @@ REACH_FLOOR_US = 20.0
 # grid searched at 8 evaluations on 2026-11-26: mma_ms measured 2.1-3.4x slower than wgmma on every one, and
 # still took 2 of each shape's 8 evaluations).
 FAMILY_GIVE_UP = 2.0
+# A family that lost by FAMILY_GIVE_UP on each of this many nearest shapes this GPU has measured is not tried on
+# the shape at all (unless it is measured there, or no other family can run the shape): on large shapes its
+# default alone would take one evaluation in eight.
+NEARBY_EVIDENCE = 3
 # A template change moves a configuration's time by a few percent: only configurations measured within
 # this factor of the shape's best are worth measuring again as they render now.
 REFRESH_WITHIN = 1.10
@@ -207,6 +213,7 @@ class TemplateProposer:
         self.predicted: dict[Key, float] = {}  # raw model time, for calibration
         self.family_fails: dict[str, int] = {}
         self.seeds: list[_Option] = []
+        self.ruled_out: set[str] = set()  # families the nearest measured shapes rule out (`_ruled_out_nearby`)
         self.favourites: list[_Option] = []  # the model's fastest structures of each family (`_favourites`)
         self.skip_hashes: set[str] = set()
         self.outdated: dict[Key, str] = {}  # archived configurations whose source changed -> old kernel hash
@@ -239,7 +246,9 @@ class TemplateProposer:
             self._ingest_row(row)
             if key in self.measured and key not in fresh and current.get(key):
                 self.outdated[key] = _hash_of(row) or ""
-        self.seeds = self._seed_options(ctx)
+        hits = self._retrieve(ctx)
+        self.seeds = self._seed_options(ctx, hits)
+        self.ruled_out = self._ruled_out_nearby(ctx, hits)
         self.favourites = self._favourites(ctx)
 
     def _favourites(self, ctx: ProposalContext) -> list[_Option]:
@@ -265,9 +274,9 @@ class TemplateProposer:
         except (KeyError, ValueError, TypeError):
             return None
 
-    def _seed_options(self, ctx: ProposalContext) -> list[_Option]:
+    def _seed_options(self, ctx: ProposalContext, hits: list[dict[str, Any]]) -> list[_Option]:
         seeds: list[_Option] = []
-        for i, hit in enumerate(self._retrieve(ctx)):
+        for i, hit in enumerate(hits):
             fam, params = hit.get("family"), hit.get("params")
             if fam in self.families and isinstance(params, dict):
                 parent = _hash_of(hit)
@@ -277,6 +286,29 @@ class TemplateProposer:
             if params:
                 seeds.append(_Option(name, params, [], "default"))
         return seeds
+
+    def _ruled_out_nearby(self, ctx: ProposalContext, hits: list[dict[str, Any]]) -> set[str]:
+        """Families that lost by `FAMILY_GIVE_UP` on each of the `NEARBY_EVIDENCE` nearest shapes this GPU has
+        measured (`hits` are nearest first); none where fewer shapes are near, or where a family that won
+        there cannot run this shape (the evidence is of a race this shape does not hold)."""
+        near = [h for h in hits if h.get("gpu") == ctx.gpu.name][:NEARBY_EVIDENCE]
+        if ctx.archive is None or len(near) < NEARBY_EVIDENCE:
+            return set()
+        runnable = {name for name, fam in self.families.items() if default_params(fam, ctx.shape, ctx.gpu)}
+        verdicts = []
+        for hit in near:
+            fastest: dict[str, float] = {}
+            for row in archive_attempts(ctx.archive, Shape(hit["M"], hit["N"], hit["K"]), ctx.gpu):
+                fam, t = row.get("family"), row.get("offline_us")
+                if fam in self.families and t is not None and row.get("correct"):
+                    fastest[fam] = min(float(t), fastest.get(fam, math.inf))
+            if not fastest:
+                return set()
+            top = min(fastest.values())
+            if min(fastest, key=lambda fam: (fastest[fam], fam)) not in runnable:
+                return set()
+            verdicts.append({fam for fam, t in fastest.items() if t >= FAMILY_GIVE_UP * top})
+        return set.intersection(*verdicts)
 
     def _retrieve(self, ctx: ProposalContext) -> list[dict[str, Any]]:
         """The nearest shapes' winners on this GPU and (`other_gpus`) on every other GPU in the
@@ -518,14 +550,16 @@ class TemplateProposer:
         return t / raw if raw and t else None
 
     def _given_up(self) -> set[str]:
-        """Families whose fastest measured configuration on this shape is `FAMILY_GIVE_UP` times the fastest."""
+        """Families whose fastest measured configuration on this shape is `FAMILY_GIVE_UP` times the fastest,
+        and those the nearest shapes ruled out that have no measurement here."""
         fastest: dict[str, float] = {}
         for (family, _params), t in self.measured.items():
             fastest[family] = min(t, fastest.get(family, math.inf))
-        if not fastest:
-            return set()
-        top = min(fastest.values())
-        return {family for family, t in fastest.items() if t >= FAMILY_GIVE_UP * top}
+        out = {family for family in self.ruled_out if family not in fastest}
+        if fastest:
+            top = min(fastest.values())
+            out |= {family for family, t in fastest.items() if t >= FAMILY_GIVE_UP * top}
+        return out
 
     def _elites(self) -> list[tuple[str, dict[str, Any], str]]:
         given_up = self._given_up()

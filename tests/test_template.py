@@ -575,3 +575,59 @@ def test_a_family_measured_twice_as_slow_as_the_best_gets_no_more_evaluations(sl
         assert all(not (set(c.parents) & {f.hash for f in first if f.family == "mma_ms"}) for c in later)
     else:
         assert "mma_ms" in {c.family for c in later}  # still in the running: its neighbours are measured
+
+
+def _archive_with_mma_behind(shapes, factor):
+    """A real archive where, on each of `shapes`, mma_ms measured `factor` times wgmma's time."""
+    from hgemm.archive import Archive
+
+    archive = Archive()
+    for shape in shapes:
+        p = TemplateProposer(seed=5)
+        cands = p.propose(ctx(shape), 8)
+        assert {"wgmma", "mma_ms"} <= {c.family for c in cands}
+        for c, rec in _measured(cands, {f: 100.0 for f in FAMILIES} | {"mma_ms": 100.0 * factor}):
+            rec.M, rec.N, rec.K = shape
+            archive.record(c, rec)
+    return archive
+
+
+class _Near:
+    """A retriever that knows the archive's shapes, nearest by log distance."""
+
+    def __init__(self, archive, shapes):
+        self.archive, self.shapes = archive, shapes
+
+    def similar_shapes(self, shape, gpu=None, k=5):
+        def dist(s):
+            return sum(abs(math.log2(a / b)) for a, b in zip(s, shape, strict=True))
+
+        out = []
+        for s in sorted(self.shapes, key=dist)[:k]:
+            best = min(self.archive.attempts(s, gpu=GPU.name), key=lambda row: row["offline_us"])
+            out.append({"kernel_hash": best["kernel"], "family": best["family"], "params": best["params"],
+                        "M": s.M, "N": s.N, "K": s.K, "gpu": GPU.name, "distance": dist(s)})  # fmt: skip
+        return out
+
+
+@pytest.mark.parametrize("factor, ruled_out", [(2.5, True), (1.5, False)])
+def test_a_family_that_lost_by_twice_on_the_nearest_shapes_is_not_tried(factor, ruled_out):
+    from hgemm.agent.template import NEARBY_EVIDENCE
+
+    near = [Shape(8192, 8192, 4096), Shape(8192, 8192, 2048), Shape(4096, 8192, 4096)][:NEARBY_EVIDENCE]
+    archive = _archive_with_mma_behind(near, factor)
+    c = ctx(Shape(8192, 4096, 4096), archive=archive, retriever=_Near(archive, near))
+    p = TemplateProposer(seed=6)
+    families = {cand.family for _ in range(3) for cand in p.propose(c, 8)}
+    assert ("mma_ms" not in families) == ruled_out and "wgmma" in families
+    archive.close()
+
+
+def test_the_nearest_shapes_never_rule_out_the_only_family_that_can_run_a_shape():
+    near = [Shape(8192, 8192, 4096), Shape(8192, 8192, 2048), Shape(4096, 8192, 4096)]
+    archive = _archive_with_mma_behind(near, 3.0)
+    odd = Shape(4095, 4097, 1000)  # no TMA rows: wgmma cannot run it, mma_ms can
+    p = TemplateProposer(seed=6)
+    cands = p.propose(ctx(odd, archive=archive, retriever=_Near(archive, near)), 8)
+    assert cands and "mma_ms" in {cand.family for cand in cands}
+    archive.close()
