@@ -8,6 +8,8 @@ only; the product never runs candidates like this.
 - no-pid: network and mount namespaces (read-only remounts), no PID namespace and no fresh /proc.
 - no-net: PID and mount namespaces, no network namespace.
 - no-readonly: every namespace, nothing remounted read-only inside the mount namespace.
+- shm-host: the full sandbox, but the host's /dev/shm stays writable (`jail_shm.py`).
+- shm-private: the full sandbox, with a fresh private tmpfs on /dev/shm (`jail_shm.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import sys
 from hgemm.evaluator import sandbox
 from hgemm.evaluator.judge import Judge
 
-VARIANTS = ("sandbox", "no-namespaces", "no-namespaces-no-seccomp", "no-pid", "no-net", "no-readonly")
+VARIANTS = ("sandbox", "no-namespaces", "no-namespaces-no-seccomp", "no-pid", "no-net", "no-readonly", "shm-host",
+            "shm-private")
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _command(variant: str):
@@ -37,6 +41,10 @@ def _command(variant: str):
             flags = ["--no-mounts"]  # inside the mount namespace: nothing of the host is touched
         jail = [sys.executable, "-P", "-m", "hgemm.evaluator.jail", "--profile", profile, "--workdir", str(workdir),
                 *flags]  # fmt: skip
+        if variant.startswith("shm-"):
+            path = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH", "")) if p)
+            jail = ["env", f"PYTHONPATH={path}", sys.executable, "-P", "-m", "jail_shm", "--shm", variant[4:],
+                    "--profile", profile, "--workdir", str(workdir)]  # fmt: skip
         return [*prefix, "--", *jail, "--", *argv] if prefix else [*jail, "--", *argv]
 
     return command

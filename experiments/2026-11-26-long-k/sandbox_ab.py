@@ -15,7 +15,8 @@ from pathlib import Path
 from probe import BASE
 
 SHAPE = (4096, 16384, 16384)
-ROUNDS = {1: ("sandbox", "no-namespaces", "no-namespaces-no-seccomp", "no-pid", "no-net", "no-readonly"),
+ROUNDS = {1: ("sandbox", "no-namespaces", "no-namespaces-no-seccomp", "no-pid", "no-net", "no-readonly", "shm-host",
+              "shm-private"),
           2: ("sandbox", "no-namespaces")}
 
 
