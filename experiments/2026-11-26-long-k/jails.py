@@ -87,6 +87,13 @@ class OursInJudge(VariantJudge):
 
         call(0)  # eager first: its one-time queries happen outside any capture
         torch.cuda.synchronize()
+        try:  # captured as the baselines' graphs will capture it; if that fails, the evaluation goes on without it
+            from hgemm.evaluator.timing import capture
+
+            capture(lambda: [call(i) for i in range(p.slots)], 1, p.stream)
+        except Exception as e:  # noqa: BLE001 - an experiment's extra contender must not break the judge
+            print(f"ours_in_judge left out: {e}", file=sys.stderr, flush=True)
+            return out
         self.baselines.calls["ours_in_judge"] = call
         self.baselines._graphs.clear()
         self._experiment_lib = lib
