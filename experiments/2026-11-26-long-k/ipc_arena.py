@@ -1,6 +1,7 @@
 """The judge's way of sharing memory, replayed without the rest of the evaluator: one cudaMalloc'd arena
-(evaluator/cudart.py) as large as the judge's, A, Bt and C at 4 KiB-aligned offsets in it, its IPC handle opened in a second process
-(not sandboxed), and our kernel timed there back to back on the arena against local copies of the same values.
+(evaluator/cudart.py) as large as the judge's, A, Bt and C at 4 KiB-aligned offsets in it, its IPC handle opened
+in a second process (not sandboxed), and our kernel timed there back to back on the arena against local copies
+of the same values, and with only the output local.
 
 Usage (one GPU): python ipc_arena.py OUT_DIR
 """
