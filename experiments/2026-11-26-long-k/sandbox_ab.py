@@ -43,8 +43,9 @@ def main(out_dir: str) -> None:
                        "baselines_us": {k: round(v.median_us, 1) for k, v in off.baselines.items()} if off else None,
                        "phases": rec.phases}  # fmt: skip
                 rows.append(row)
-                print(f"{name:26s} ours {row['median_us']} (p10 {row['p10_us']})  baselines {row['baselines_us']}",
-                      flush=True)  # fmt: skip
+                cuda_s = (rec.phases or {}).get("runner_cuda")
+                print(f"{name:26s} ours {row['median_us']} (p10 {row['p10_us']})  baselines {row['baselines_us']}  "
+                      f"runner context {cuda_s} s", flush=True)  # fmt: skip
     Path(out_dir, "sandbox_ab.json").write_text(json.dumps(rows, indent=1))
 
 
