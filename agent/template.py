@@ -138,6 +138,12 @@ def _record_time(rec: EvalRecord) -> float | None:
     return t if t is not None else rec.median_us("server")
 
 
+def _far_behind(fastest: dict[str, float]) -> set[str]:
+    """The families whose fastest time (`fastest`: family -> us) is `FAMILY_GIVE_UP` times the fastest of all."""
+    top = min(fastest.values(), default=math.inf)
+    return {family for family, t in fastest.items() if t >= FAMILY_GIVE_UP * top}
+
+
 def _in_space(space: dict[str, tuple], params: dict[str, Any]) -> bool:
     return set(space) == set(params) and all(params[k] in space[k] for k in space)
 
@@ -302,12 +308,9 @@ class TemplateProposer:
                 fam, t = row.get("family"), row.get("offline_us")
                 if fam in self.families and t is not None and row.get("correct"):
                     fastest[fam] = min(float(t), fastest.get(fam, math.inf))
-            if not fastest:
+            if not fastest or min(fastest, key=lambda fam: (fastest[fam], fam)) not in runnable:
                 return set()
-            top = min(fastest.values())
-            if min(fastest, key=lambda fam: (fastest[fam], fam)) not in runnable:
-                return set()
-            verdicts.append({fam for fam, t in fastest.items() if t >= FAMILY_GIVE_UP * top})
+            verdicts.append(_far_behind(fastest))
         return set.intersection(*verdicts)
 
     def _retrieve(self, ctx: ProposalContext) -> list[dict[str, Any]]:
@@ -506,7 +509,7 @@ class TemplateProposer:
 
         for opt in self.seeds:
             add(replace(opt, params=dict(opt.params), parents=list(opt.parents)))
-        elites = self._elites()
+        elites = self._elites(given_up)
         ratio = {h: self._ratio(ctx, f, p) for f, p, h in elites}
         parents = elites or [(o.family, o.params, o.parents[0] if o.parents else "") for o in self.seeds]
         for fam, params, h in parents:
@@ -555,14 +558,9 @@ class TemplateProposer:
         fastest: dict[str, float] = {}
         for (family, _params), t in self.measured.items():
             fastest[family] = min(t, fastest.get(family, math.inf))
-        out = {family for family in self.ruled_out if family not in fastest}
-        if fastest:
-            top = min(fastest.values())
-            out |= {family for family, t in fastest.items() if t >= FAMILY_GIVE_UP * top}
-        return out
+        return {family for family in self.ruled_out if family not in fastest} | _far_behind(fastest)
 
-    def _elites(self) -> list[tuple[str, dict[str, Any], str]]:
-        given_up = self._given_up()
+    def _elites(self, given_up: set[str]) -> list[tuple[str, dict[str, Any], str]]:
         measured = [(key, t) for key, t in self.measured.items() if key[0] not in given_up]
         best = sorted(measured, key=lambda kv: (kv[1], kv[0][0], repr(kv[0][1])))
         out = []
