@@ -538,10 +538,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
       }
     }
 #if HG_EPILOGUE
-    // The last C stores must have read this CTA's shared memory before it exits; their global writes need not
-    // be done (the grid's completion covers them), so an SM is not held idle while they drain, which is what
-    // the next launch of a back-to-back run would wait for.
-    if (SPLIT_K == 1 && wg_thread == 0) tma_store_wait_read<0>();
+    if (SPLIT_K == 1 && wg_thread == 0) tma_store_wait_all();
 #endif
   }
   // No CTA exits while a peer can still multicast into its shared memory or arrive on its barriers: the
