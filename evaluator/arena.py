@@ -1,4 +1,4 @@
-"""The judge's buffers for one shape: a single device allocation shared with runners through CUDA IPC.
+"""The judge's buffers for one shape: a single device allocation shared with runners.
 
 - Regions: `A` (a ring of `slots` input matrices, M×K each, contiguous), `B` (K×N), `Bt` (N×K), `C0`…
   (one M×N output per slot), `W` (the contract's workspace), `early` (C as it stood when the stream's
@@ -6,15 +6,19 @@
   `wbad` (row sums of every timed output).
 - Every input, output and the workspace sits between random guard bands; regions come in a random order
   with random gaps, so a candidate cannot predict where anything but its own arguments lies.
-- The judge reads and writes regions through torch views; runners see the same bytes through the handle.
+- The judge reads and writes regions through torch views; runners see the same bytes through `share`: a file
+  descriptor of memory made with the CUDA virtual memory API (`evaluator/shared_memory.py` says why), sent to
+  each runner over its socket, or, on a device that cannot export one, a legacy IPC handle.
 """
 
 from __future__ import annotations
 
 import random
+import sys
 
 import torch
-from hgemm.evaluator.cudart import Runtime
+from hgemm.evaluator import shared_memory
+from hgemm.evaluator.cudart import CudaError, Runtime
 
 GUARD = 8192  # bytes of random bits on each side of a guarded region
 ALIGN = 4096
@@ -50,6 +54,20 @@ def first_changed(data: torch.Tensor, index: torch.Tensor, saved: torch.Tensor, 
     return int((~same).nonzero()[0, 0])
 
 
+def _exportable(nbytes: int, device: int) -> shared_memory.Mapping | None:
+    """Memory a runner can map from a file descriptor, or None (said on stderr, the judge's log) where the
+    device or driver cannot make it."""
+    why = "the device cannot export memory as a file descriptor"
+    if shared_memory.supported(device):
+        try:
+            return shared_memory.allocate(nbytes, device)
+        except CudaError as e:
+            why = str(e)
+    print(f"arena: {why}; runners map it through a legacy IPC handle, which slows their reads on some shapes",
+          file=sys.stderr, flush=True)
+    return None
+
+
 class Arena:
     def __init__(self, rt: Runtime, regions: list[tuple[str, int, bool]], seed: int):
         rng = random.Random(seed)
@@ -71,8 +89,13 @@ class Arena:
             offset = _align(offset)
         self.rt = rt
         self.nbytes = offset
-        self.base = rt.malloc(offset)
-        self.handle = rt.ipc_handle(self.base)
+        self.mapping = _exportable(offset, rt.device())
+        if self.mapping is not None:
+            self.base = self.mapping.ptr
+            self.share = {"kind": "fd", "size": self.mapping.size}
+        else:
+            self.base = rt.malloc(offset)
+            self.share = {"kind": "ipc", "handle": rt.ipc_handle(self.base)}
         gen = torch.Generator(device="cuda").manual_seed(rng.getrandbits(62))
         for _name, off, n in self.guards:
             self._bytes(off, n).random_(0, 256, generator=gen)
@@ -102,8 +125,17 @@ class Arena:
         i = first_changed(self._all, self._guard_index, self._guard_bits, GUARD)
         return None if i is None else self.guards[i][0]
 
+    @property
+    def fd(self) -> int | None:
+        """The descriptor a runner maps the arena by, or None where the arena is shared by IPC handle."""
+        return self.mapping.fd if self.mapping else None
+
     def close(self) -> None:
         if self.base:
             torch.cuda.synchronize()
-            self.rt.free(self.base)
+            if self.mapping:
+                self.mapping.close()
+                self.mapping = None
+            else:
+                self.rt.free(self.base)
             self.base = 0

@@ -106,6 +106,12 @@ class Runtime:
     def init(self) -> None:
         self._call("cudaFree", vp(0))
 
+    def device(self) -> int:
+        """The ordinal of this thread's current device."""
+        dev = _c.c_int()
+        self._call("cudaGetDevice", _c.byref(dev))
+        return dev.value
+
     def device_sync(self) -> None:
         self._call("cudaDeviceSynchronize")
 

@@ -1,8 +1,8 @@
 """The judge: the process that owns the buffers, the references, the baselines and every verdict.
 
 It never loads candidate code. Each candidate runs in its own runner process (evaluator/runner.py),
-started fresh for it, which reaches the judge's buffers through a CUDA IPC handle and answers with return
-codes and raw times only.
+started fresh for it, which maps the judge's buffers (evaluator/arena.py) and answers with return codes and raw
+times only.
 
 - Runners start ahead of their candidates (SPARES of them): a runner boots (sandbox, interpreter, imports)
   at any time, but creates its CUDA context only when told to, between timings; no context comes up or
@@ -207,8 +207,10 @@ class Judge:
             runner.wait_ready()
             ph.add("runner_wait", time.perf_counter() - started)
             with ph.timed("open"):
-                opened = runner.request("open", 120.0, arena=p.arena.handle, layout=p.layout, shim=self.shim_path,
-                                        lib=lib, M=p.M, N=p.N, K=p.K, l2_bytes=self.info.l2_bytes, slots=p.slots)
+                fds = () if p.arena.fd is None else (p.arena.fd,)
+                opened = runner.request("open", 120.0, fds=fds, arena=p.arena.share, layout=p.layout,
+                                        shim=self.shim_path, lib=lib, M=p.M, N=p.N, K=p.K,
+                                        l2_bytes=self.info.l2_bytes, slots=p.slots)
             if isinstance(opened.get("load_error"), str):
                 self.forget(cid)
                 return {"failure": ("load_error", opened["load_error"]), "phases": ph.rounded()}

@@ -6,7 +6,8 @@
 - It decides nothing: it reports return codes, what `hgemm_supports` said, and raw event times. Every
   check of the candidate's output is made by the judge, in another process, on memory the judge owns.
 - It imports neither torch nor the judge; requests and replies are JSON lines on their own pipes (the
-  candidate's output on stdout or stderr cannot reach them).
+  candidate's output on stdout or stderr cannot reach them). The judge's arena comes at `open` as a file
+  descriptor over a Unix socket (`--handles`), mapped and closed, with the socket, before the candidate loads.
 - It boots (sandbox, interpreter, imports, the CUDA libraries loaded) without touching the GPU, then waits
   for `init` before it creates its CUDA context: the judge sends that only while nothing is timed.
 - The inputs of every timed sample come from a seed (`refresh`), so the judge can regenerate them, and
@@ -21,11 +22,12 @@ import hashlib
 import json
 import os
 import random
+import socket
 import struct
 import sys
 import time
 
-from hgemm.evaluator import timing
+from hgemm.evaluator import shared_memory, timing
 from hgemm.evaluator.cudart import CudaError, Runtime
 
 WORKSPACE_BYTES = 64 << 20
@@ -162,18 +164,40 @@ class StreamDevice:
 class Session:
     """What a runner holds: the runtime, the judge's buffers, the shim, and the one candidate."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Runtime, handles: socket.socket | None = None) -> None:
         self.rt = rt
         self.rt.init()
+        self.handles = handles  # the judge's socket for file descriptors, until the arena is mapped
+        self.mapping: shared_memory.Mapping | None = None
         self.lib = None
         self.graphs: dict[str, tuple[int, int]] = {}  # name -> (graph exec, launches)
 
-    def open(self, arena: str, layout: dict, shim: str, lib: str, M: int, N: int, K: int, l2_bytes: int,
+    def _map_arena(self, share: dict) -> int:
+        """The arena's base address here: mapped from the descriptor the judge sent (then closed, as is the
+        socket), or opened through a legacy IPC handle."""
+        if share.get("kind") != "fd":
+            return self.rt.ipc_open(str(share["handle"]))
+        if self.handles is None:
+            raise RuntimeError("the arena's descriptor was sent once already")
+        self.handles.settimeout(60.0)
+        _msg, fds, _flags, _addr = socket.recv_fds(self.handles, 16, 4)
+        self.handles.close()
+        self.handles = None
+        try:
+            if len(fds) != 1:
+                raise RuntimeError(f"expected one descriptor for the arena, got {len(fds)}")
+            self.mapping = shared_memory.import_fd(fds[0], int(share["size"]), self.rt.device())
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return self.mapping.ptr
+
+    def open(self, arena: dict, layout: dict, shim: str, lib: str, M: int, N: int, K: int, l2_bytes: int,
              slots: int) -> dict:
         """M, N and K come as JSON ints from the judge, which validated them as a Shape; they stay ints here
-        (a runner imports nothing of hgemm.core)."""
+        (a runner imports nothing of hgemm.core). `arena` says how the judge shares its buffers."""
         self.M, self.N, self.K, self.slots = int(M), int(N), int(K), int(slots)
-        self.base = self.rt.ipc_open(arena)
+        self.base = self._map_arena(arena)
         self.buf = Buffers(self.base, layout)
         self.stream = self.rt.stream_create()
         self.shim = Shim(shim)
@@ -273,7 +297,7 @@ class Session:
 OPS = ("open", "call", "call_after_writer", "capture", "replay", "time")
 
 
-def serve(requests, replies) -> None:
+def serve(requests, replies, handles: socket.socket | None = None) -> None:
     """Boot: load the CUDA libraries and initialise the driver, creating no context. Then, on `init`, create
     the context (a spare runner waits there, ready) and answer requests until `quit`."""
     try:
@@ -287,7 +311,7 @@ def serve(requests, replies) -> None:
         return
     started = time.perf_counter()
     try:
-        session = Session(rt)
+        session = Session(rt, handles)
     except (CudaError, OSError) as e:
         replies.write(json.dumps({"ready": False, "error": str(e)[:300]}) + "\n")
         replies.flush()
@@ -314,12 +338,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, required=True)
     parser.add_argument("--replies", type=int, required=True)
+    parser.add_argument("--handles", type=int, default=None)
     args = parser.parse_args(argv)
     requests = os.fdopen(args.requests, "r")
     replies = os.fdopen(args.replies, "w")
+    handles = socket.socket(fileno=args.handles) if args.handles is not None else None
     os.dup2(2, 1)  # the candidate's prints (host or device), and ours, go to the log only
     sys.stdout = sys.stderr
-    serve(requests, replies)
+    serve(requests, replies, handles)
     sys.stderr.flush()
     os._exit(0)  # no interpreter teardown, no exit-time code of the candidate's: the judge waits for this
 

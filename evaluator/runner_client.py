@@ -1,5 +1,5 @@
-"""A runner, as the judge sees it: a sandboxed process, two pipes, a log file for its output, and a private
-folder removed when it ends.
+"""A runner, as the judge sees it: a sandboxed process, two pipes, a Unix socket that carries file descriptors
+(the arena's, at `open`), a log file for its output, and a private folder removed when it ends.
 
 - Requests and replies are JSON lines; a reply that is not one JSON object, is longer than REPLY_LIMIT, comes
   late or never, or says a request failed is a `RunnerFailed` ("crash" or "timeout"), and the runner is killed.
@@ -15,6 +15,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
@@ -45,22 +46,25 @@ class RunnerProcess:
         self.spawned = time.monotonic()
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
+        self.handles, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.log = state_dir("logs") / f"runner-{os.getpid()}-{time.time_ns()}.log"
         self.folder = sandbox.private_folder("runner-")
-        argv = ["-m", module, *args, "--requests", str(req_r), "--replies", str(rep_w)]
+        argv = ["-m", module, *args, "--requests", str(req_r), "--replies", str(rep_w), "--handles",
+                str(theirs.fileno())]  # fmt: skip
         with open(self.log, "ab") as log:
             self.proc = sandbox.popen(
                 argv,
                 "runner",
                 self.folder,
                 env_extra,
-                pass_fds=(req_r, rep_w),
+                pass_fds=(req_r, rep_w, theirs.fileno()),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
             )
         os.close(req_r)
         os.close(rep_w)
+        theirs.close()
         self.requests = os.fdopen(req_w, "w")
         self.replies = rep_r
         self.pending = b""
@@ -124,9 +128,12 @@ class RunnerProcess:
             if cuda is not None:
                 self.phases.add("runner_cuda", cuda)
 
-    def request(self, op: str, timeout_s: float, **args) -> dict:
+    def request(self, op: str, timeout_s: float, fds: tuple[int, ...] = (), **args) -> dict:
+        """`op` with `args`; `fds` go over the socket first (the runner's `op` receives them)."""
         self.wait_ready()
         try:
+            if fds:
+                socket.send_fds(self.handles, [b"fd"], list(fds))
             self.requests.write(json.dumps({"op": op, "args": args}) + "\n")
             self.requests.flush()
         except (BrokenPipeError, OSError):
@@ -163,7 +170,7 @@ class RunnerProcess:
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
             self.proc.wait(10)
-        for f in (self.requests,):
+        for f in (self.requests, self.handles):
             try:
                 f.close()
             except OSError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import time
 
@@ -32,7 +33,11 @@ def main() -> None:
         op = json.loads(line)["op"]
         if op == "quit":
             return
-        if behaviour == "honest":
+        if behaviour == "reads_fd":  # what the descriptor sent with this request holds
+            handles = socket.socket(fileno=int(sys.argv[sys.argv.index("--handles") + 1]))
+            _msg, fds, _flags, _addr = socket.recv_fds(handles, 16, 4)
+            say(json.dumps({"ok": True, "count": len(fds), "text": os.read(fds[0], 100).decode()}))
+        elif behaviour == "honest":
             say(json.dumps({"ok": True, "rc": 0, "us": [1.5, 2.5]}))
         elif behaviour == "garbage":
             say("this is not json")

@@ -75,6 +75,18 @@ def test_replies_carry_numbers_of_the_right_kind_only(hgemm_home):
     r.kill()
 
 
+def test_a_descriptor_sent_with_a_request_reaches_the_sandboxed_runner(hgemm_home):
+    """The arena travels as a file descriptor over the runner's socket, through namespaces and seccomp."""
+    r = runner("reads_fd")
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"the arena")
+    os.close(write_end)
+    reply = r.request("open", 20, fds=(read_end,))
+    os.close(read_end)
+    assert reply["count"] == 1 and reply["text"] == "the arena"
+    r.kill()
+
+
 def test_a_runner_that_cannot_start_is_a_crash(hgemm_home):
     r = runner("not_ready")
     with pytest.raises(judge.RunnerFailed, match="could not initialise"):
