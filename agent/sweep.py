@@ -48,9 +48,12 @@ DEFAULT_OUT = Path("bench") / "results"
 
 
 def archived_row(
-    archive: ArchiveStore, shape: Shape, gpu: str, objective: str = "both"
+    archive: ArchiveStore, shape: Shape, gpu: str, objective: str = "both", measured_after: str | None = None
 ) -> dict[str, Any] | None:
-    """A row from the archive's best ranked kernel for the shape on this GPU by `objective`, or None."""
+    """A row from the archive's best ranked kernel for the shape on this GPU by `objective`, or None. With
+    `measured_after` (a time as records keep it, `created`), only records measured after it count: figures from
+    before a change to the evaluator are left out (for a single-mode objective, the best kernel's record must be
+    that recent, else there is no row)."""
     from hgemm.agent.loop import objective_time
 
     if objective == "both":
@@ -59,7 +62,11 @@ def archived_row(
         # disturbed sample (the host falling behind the GPU, say) can make a time longer, never shorter,
         # while a record whose baselines were disturbed would otherwise win on its inflated speedups.
         scored = []
-        for row in archive.leaderboard(gpu=gpu, mode="offline", top=ARCHIVED_CANDIDATES, shape=shape):
+        if measured_after is None:
+            rows = archive.leaderboard(gpu=gpu, mode="offline", top=ARCHIVED_CANDIDATES, shape=shape)
+        else:
+            rows = measured_since(archive, shape, gpu, "offline", measured_after, ARCHIVED_CANDIDATES)
+        for row in rows:
             rec = archive.eval_record(row["record_id"])
             if rec is None or not (rec.speedup_best("offline") and rec.speedup_best("server")):
                 continue
@@ -70,7 +77,10 @@ def archived_row(
             return None
         _, _, best, record = max(scored, key=lambda s: s[:2])
     else:
-        best = archive.best(shape, gpu=gpu, mode=objective)
+        if measured_after is None:
+            best = archive.best(shape, gpu=gpu, mode=objective)
+        else:
+            best = next(iter(measured_since(archive, shape, gpu, objective, measured_after, 1)), None)
         if best is None:
             return None
         record = archive.eval_record(best["record_id"])
@@ -93,6 +103,19 @@ def archived_row(
     ) | {"measured": "confirmed" if record is not None and record.stage == "confirmed" else "unconfirmed"}
 
 
+def measured_since(archive: ArchiveStore, shape: Shape, gpu: str, mode: str, after: str, limit: int
+                   ) -> list[dict[str, Any]]:  # fmt: skip
+    """The shape's ranked `mode` rows on this GPU whose records were measured after `after`, best speedup
+    first, with their kernels' family and proposer (what `leaderboard` gives, every record of a kernel)."""
+    return [dict(r) for r in archive.execute(
+        "SELECT e.*, k.family, k.proposer FROM evaluations e JOIN records r ON r.id = e.record_id "
+        "JOIN kernels k ON k.hash = e.kernel WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? "
+        "AND e.K = ? AND e.gpu IS ? AND json_extract(r.record, '$.created') > ? "
+        "ORDER BY e.speedup_best DESC, e.id DESC LIMIT ?",
+        (mode, *shape, gpu, after, limit),
+    )]
+
+
 @dataclass
 class SearchSettings:
     """How each shape is searched (budgets are per shape)."""
@@ -108,6 +131,7 @@ class SearchSettings:
     confirm: int = CONFIRM_FINALISTS
     confirm_reps: int = CONFIRM_REPETITIONS
     proposer_factory: Any = None
+    measured_after: str | None = None  # archived figures from before this time neither resume a shape nor rank
 
 
 def unfinished(archive: ArchiveStore, shape: Shape, gpu: str) -> bool:
@@ -123,12 +147,13 @@ def unfinished(archive: ArchiveStore, shape: Shape, gpu: str) -> bool:
 
 
 def resumable_row(
-    archive: ArchiveStore | None, shape: Shape, gpu: str, objective: str
+    archive: ArchiveStore | None, shape: Shape, gpu: str, objective: str, measured_after: str | None = None
 ) -> dict[str, Any] | None:
-    """The archive's row for a shape a resumed sweep need not search again, or None."""
+    """The archive's row for a shape a resumed sweep need not search again, or None (also where its figures
+    are from before `measured_after`)."""
     if archive is None:
         return None
-    row = archived_row(archive, shape, gpu, objective)
+    row = archived_row(archive, shape, gpu, objective, measured_after)
     return None if row is None or unfinished(archive, shape, gpu) else row
 
 
@@ -183,6 +208,7 @@ def run_sweep(
     quick_server: bool = False,
     confirm: int = CONFIRM_FINALISTS,
     confirm_reps: int = CONFIRM_REPETITIONS,
+    measured_after: str | None = None,
 ) -> list[dict[str, Any]]:
     """Optimise each shape in turn on one evaluator (budgets are per shape); rows in the order of `shapes`.
     `on_row(rows)` runs after every shape with the rows so far (the command rewrites its report there, so a
@@ -190,7 +216,7 @@ def run_sweep(
     settings = SearchSettings(
         budget_evals=budget_evals, budget_minutes=budget_minutes, seed=seed, refresh=refresh,
         refresh_within=refresh_within, sanitize=sanitize, objective=objective, quick_server=quick_server,
-        confirm=confirm, confirm_reps=confirm_reps, proposer_factory=proposer_factory,
+        confirm=confirm, confirm_reps=confirm_reps, proposer_factory=proposer_factory, measured_after=measured_after,
     )  # fmt: skip
     gpu = evaluator.gpu_info().name
     rows: list[dict[str, Any]] = []
@@ -199,8 +225,8 @@ def run_sweep(
         task = bar.add_task("sweep", total=len(shapes))
         for shape in shapes:
             bar.update(task, description=f"{shape.M}×{shape.N}×{shape.K}")
-            prior = archived_row(archive, shape, gpu, objective) if archive is not None else None
-            row = resumable_row(archive, shape, gpu, objective) if resume and prior is not None else None
+            prior = archived_row(archive, shape, gpu, objective, measured_after) if archive is not None else None
+            row = resumable_row(archive, shape, gpu, objective, measured_after) if resume and prior else None
             if row is None:
                 started = time.monotonic()
                 try:

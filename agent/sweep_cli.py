@@ -35,6 +35,22 @@ from hgemm.core.record import MODES
 from hgemm.core.shape import Shape
 
 
+def record_time(text: str | None) -> str | None:
+    """`--measured-after` as records keep their times (ISO 8601, UTC, to the second); a time without a zone is
+    UTC. Bad input is a BadInput."""
+    if text is None:
+        return None
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"--measured-after {text!r}: not a date or time (write 2026-11-26 or 2026-11-26T09:30)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="seconds")
+
+
 def settings_from(config_path: Path | None, **options: Any) -> SearchSettings:
     """The search settings: the options given, else `hgemm.toml`'s values where a file is found, else the
     sweep's defaults."""
@@ -156,6 +172,12 @@ def sweep_command(
         min=1.0,
         help="with --gpus/--scheduler: seconds before a silent worker counts as hung",
     ),
+    measured_after: str = typer.Option(
+        None,
+        "--measured-after",
+        help="UTC time (2026-11-26T09:30): archived figures from before it (say, before a fix to the evaluator) "
+        "neither count as a shape's result nor resume it; such shapes are searched again",
+    ),  # fmt: skip
     config: Path = typer.Option(
         None, "--config", help="settings file (default: ./hgemm.toml, then $HGEMM_HOME/hgemm.toml)"
     ),
@@ -179,7 +201,7 @@ def sweep_command(
     settings = settings_from(
         config, budget_evals=budget_evals, budget_minutes=budget_minutes, seed=seed, refresh=refresh,
         refresh_within=refresh_within, sanitize=sanitize, objective=objective, quick_server=quick_server,
-        confirm=confirm, confirm_reps=confirm_reps,
+        confirm=confirm, confirm_reps=confirm_reps, measured_after=record_time(measured_after),
     )  # fmt: skip
     from hgemm.agent.config import load_config
     from hgemm.agent.finetune.periodic import check_after, trigger_for
@@ -193,6 +215,7 @@ def sweep_command(
         "budget_evals": settings.budget_evals,
         "budget_minutes": settings.budget_minutes,
         "objective": settings.objective,
+        "measured_after": settings.measured_after,
     }  # the run functions add the GPU, its driver and the workers
 
     def on_rows(rows: list[dict[str, Any]]) -> None:
@@ -265,7 +288,9 @@ def _run_here(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
         _say(f"evaluator on {info.name}")
         if limit is not None:
             done = {
-                s: r for s in shapes if resume and (r := resumable_row(archive, s, info.name, st.objective))
+                s: r
+                for s in shapes
+                if resume and (r := resumable_row(archive, s, info.name, st.objective, st.measured_after))
             }
             shapes = _pick(shapes, done, limit)
         retriever = Retriever(archive, gpu_sm_count=info.sm_count)
@@ -274,6 +299,7 @@ def _run_here(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             budget_minutes=st.budget_minutes, resume=resume, seed=st.seed, refresh=st.refresh,
             refresh_within=st.refresh_within, sanitize=st.sanitize, on_row=on_rows, objective=st.objective,
             quick_server=st.quick_server, confirm=st.confirm, confirm_reps=st.confirm_reps,
+            measured_after=st.measured_after,
         )  # fmt: skip
 
 
@@ -321,7 +347,9 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             shared = Locked(archive, threading.RLock())  # the slot threads commit their searches' writes
             if resume:
                 _say(f"checking the archive for {len(shapes)} shapes on {gpu} ...")
-            done = {s: r for s in shapes if resume and (r := resumable_row(archive, s, gpu, st.objective))}
+            done = {
+                s: r for s in shapes if resume and (r := resumable_row(archive, s, gpu, st.objective, st.measured_after))
+            }
             order = schedule([s for s in _pick(shapes, done, limit) if s not in done], done)
             rows = {s: r for s, r in done.items()}
             grid_order = {s: i for i, s in enumerate(shapes)}
@@ -340,11 +368,11 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
                 _say(f"searching {len(order)} shapes on {len(infos)} worker(s)")
 
             def search(slot: str, shape: Shape) -> dict[str, Any]:
-                prior = archived_row(shared, shape, gpu, st.objective)
+                prior = archived_row(shared, shape, gpu, st.objective, st.measured_after)
                 return slots.search(slot, shape, prior)
 
             def failed(shape: Shape, reason: str) -> dict[str, Any]:
-                prior = archived_row(shared, shape, gpu, st.objective)
+                prior = archived_row(shared, shape, gpu, st.objective, st.measured_after)
                 return search_failed(shape, gpu, prior, reason, final=True) | {"wall_seconds": 0.0}
 
             def on_row(row: dict[str, Any]) -> None:

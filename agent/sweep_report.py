@@ -216,7 +216,12 @@ def render_markdown(
 ) -> str:
     lines = [f"# Sweep {name}", ""]
     if meta:
-        lines += [", ".join(f"{k}: {v}" for k, v in meta.items() if v not in (None, "")) + ".", ""]
+        plain = {k: v for k, v in meta.items() if v not in (None, "") and k != "merged_from"}
+        lines += [", ".join(f"{k}: {v}" for k, v in plain.items()) + ".", ""]
+        if meta.get("merged_from"):
+            parts = ", ".join(f"{m['report']} ({m['rows']} shapes)" for m in meta["merged_from"])
+            lines += [f"Merged from {parts}: each shape's figures are from the last of these that measured it "
+                      "(the first's header above).", ""]  # fmt: skip
     gpus = sorted({r["gpu"] for r in rows if r["gpu"]})
     lines += [
         f"GPU: {', '.join(gpus) or 'unknown'}. Shapes: {summary['shapes']}, evaluations: {summary['evals']}"
@@ -238,12 +243,16 @@ def render_markdown(
     lines += _baseline_table(summary) + _group_tables(summary) + _worst_table(summary)
     with_kernel = [r for r in rows if r.get("kernel")]
     confirmed = sum(1 for r in with_kernel if r.get("measured") == "confirmed")
+    remeasured = sum(1 for r in with_kernel if r.get("status") == "confirmed")
     lines += [
         "",
         f"How the figures were measured: {confirmed} of {len(with_kernel)} shapes confirmed (each figure the "
         "median of fresh evaluations of the search's best kernels after the search, repetitions interleaved, "
         "each interleaved with the baselines); the rest are the best of the search's own measurements.",
     ]
+    if remeasured:
+        lines[-1] += (f" {remeasured} shapes were re-measured afterwards (`confirm_report`: one fresh evaluation "
+                      "of the reported kernel), and their figures are that re-measurement.")  # fmt: skip
     if summary["no_kernel"]:
         lines += ["", f"{summary['no_kernel']} shape(s) ended without a correct full-stage kernel."]
     failed = [r for r in rows if r.get("error")]

@@ -6,7 +6,9 @@ re-measurement of the kernel already picked is not.
 Usage: python -m hgemm.bench.confirm_report REPORT.json --name NAME [--out-dir bench/results]
 
 - Each row's kernel comes from the archive and is evaluated again at its shape: stage "full", both modes,
-  baselines timed alongside. The new records are not archived.
+  baselines timed alongside. The new records are not archived, unless `--archive` is given: then each is
+  archived as the kernel's confirmed record (stage "confirmed"), so that after a fix to the evaluator a sweep
+  run with `--measured-after` resumes the shape from this measurement instead of searching it again.
 - The report (`agent.sweep.write_report`) takes times and speedups only from the new records; a confirmed row
   keeps the input's figures as `selected_offline_speedup_best` and `selected_server_speedup_best`.
 - Row status: "confirmed"; "no_kernel" with `confirm_failure` (failed or incorrect); "not_confirmed" (kernel
@@ -81,6 +83,8 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
     ap.add_argument("report", type=Path, help="sweep report JSON")
     ap.add_argument("--name", required=True, help="name of the confirmed report (<name>.json, .md, .png)")
     ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help=f"report directory (default {DEFAULT_OUT})")
+    ap.add_argument("--archive", action="store_true", help="archive each re-measurement as the kernel's confirmed "
+                    "record (for a later `hgemm sweep --measured-after`)")  # fmt: skip
     args = ap.parse_args(argv)
 
     from hgemm.agent.commands import open_evaluator
@@ -121,6 +125,13 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
             t0 = time.monotonic()
             (rec,) = ev.evaluate([kernel["source"]], Shape(*shape), stage="full", modes=MODES)
             seconds = time.monotonic() - t0
+            if args.archive and rec.ok:
+                from hgemm.agent.proposer import Candidate
+
+                from hgemm.core.record import EvalRecord
+
+                confirmed = EvalRecord.from_dict({**rec.to_dict(), "stage": "confirmed"})
+                store.record(Candidate(kernel["source"], row.get("proposer") or "import", family=row.get("family")), confirmed)
             out[i] = confirm_row(row, rec)
             write(False)
             figures = ", ".join(

@@ -136,3 +136,65 @@ def test_a_failed_remeasurement_and_a_missing_kernel_are_reported(swept, tmp_pat
     again = Remeasure()
     assert run_confirm(edited, out, again, archive, name="edited") == 1
     assert again.calls == 0
+
+
+def test_archived_remeasurements_resume_a_sweep_measured_after_them(swept, tmp_path):
+    """With --archive, each re-measurement becomes its kernel's confirmed record: a sweep that ignores the
+    figures from before it (--measured-after) resumes those shapes from the re-measurement, searching nothing;
+    without the re-measurement, the same sweep would search them again."""
+    import time
+
+    from hgemm.agent import sweep
+
+    report, archive = swept
+    gpu = StandinEvaluator().gpu_info().name
+    since = archive.execute("SELECT max(json_extract(record, '$.created')) AS t FROM records")[0]["t"]
+    assert all(sweep.resumable_row(archive, s, gpu, "both", since) is None for s in SHAPES)
+    time.sleep(1.1)  # records keep their time to the second: the re-measurements come strictly after `since`
+    before = records_in(archive)
+    ev = Remeasure(slower=1.1)
+    argv = [str(report), "--name", "archived", "--out-dir", str(tmp_path), "--archive"]
+    assert confirm_report.main(argv, evaluator=ev, archive=archive) == 0
+    assert records_in(archive) == before + len(SHAPES)
+    for rec in ev.records:
+        row = sweep.resumable_row(archive, rec.shape, gpu, "both", since)
+        assert row is not None and row["measured"] == "confirmed" and row["kernel"] == rec.kernel_hash
+        assert row["offline_us"] == pytest.approx(rec.median_us("offline"))
+    again = Remeasure()
+    rows = sweep.run_sweep(SHAPES, evaluator=again, archive=archive, budget_evals=8, progress=False,
+                           measured_after=since)  # fmt: skip
+    assert again.calls == 0 and [r["status"] for r in rows] == ["resumed"] * len(SHAPES)
+
+
+def test_merged_reports_keep_each_shapes_latest_measurement(swept, tmp_path):
+    """A sweep report, then the re-measurement of part of it: the merged report takes those shapes' figures
+    from the re-measurement and the others' from the sweep, says so, and refuses rows of two GPUs."""
+    from hgemm.bench import merge_reports
+
+    rows = json.loads(swept[0].read_text())["rows"]
+    write_report(rows, tmp_path, "grid", plot_png=False, meta={"gpu": rows[0]["gpu"], "date": "then"})
+    confirmed = [{**rows[0], "offline_speedup_best": 1.5, "status": "confirmed"}]
+    write_report(confirmed, tmp_path, "grid-confirmed", plot_png=False)
+    out = tmp_path / "merged"
+    code = merge_reports.main([str(tmp_path / "grid.json"), str(tmp_path / "grid-confirmed.json"), "--name", "all",
+                               "--out-dir", str(out)])  # fmt: skip
+    assert code == 0
+    merged = json.loads((out / "all.json").read_text())
+    by_shape = {(r["M"], r["N"], r["K"]): r for r in merged["rows"]}
+    assert len(by_shape) == len(rows) == len(merged["rows"])
+    first = by_shape[(rows[0]["M"], rows[0]["N"], rows[0]["K"])]
+    assert first["offline_speedup_best"] == 1.5 and first["source"] == "grid-confirmed"
+    assert all(r["source"] == "grid" for r in merged["rows"] if r is not first)
+    assert merged["meta"]["date"] == "then"
+    assert merged["meta"]["merged_from"] == [{"report": "grid", "rows": len(rows) - 1},
+                                             {"report": "grid-confirmed", "rows": 1}]  # fmt: skip
+    text = (out / "all.md").read_text()
+    assert "Merged from grid (1 shapes), grid-confirmed (1 shapes)" in text
+    assert "1 shapes were re-measured afterwards" in text
+
+    other = [{**rows[0], "gpu": "another GPU"}]
+    write_report(other, tmp_path, "elsewhere", plot_png=False)
+    assert merge_reports.main([str(tmp_path / "grid.json"), str(tmp_path / "elsewhere.json"), "--name", "x",
+                               "--out-dir", str(out)]) == 2  # fmt: skip
+    (tmp_path / "broken.json").write_text("{}")
+    assert merge_reports.main([str(tmp_path / "broken.json"), "--name", "x", "--out-dir", str(out)]) == 2

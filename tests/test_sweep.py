@@ -331,6 +331,52 @@ def test_a_record_with_disturbed_baselines_does_not_win_the_resumed_row():
         assert sweep.row_score(row, "both") > sweep.row_score(prior_slow, "both")
 
 
+def test_figures_from_before_measured_after_neither_resume_nor_rank():
+    """After a fix to the evaluator, a sweep with --measured-after searches again the shapes whose archived
+    figures are older, ignores those figures, and resumes the shapes measured since."""
+    from hgemm.agent.proposer import Candidate
+    from hgemm.agent.sweep_cli import record_time
+    from hgemm.archive import Archive
+    from hgemm.evaluator.kernels import get_family
+
+    body = get_family("small").render(dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1))
+    stale_source = "// STANDIN_SPEED 0.5\n" + body  # looked fast under the evaluator of then
+    ev = StandinEvaluator()
+    old, new = Shape(256, 256, 256), Shape(512, 128, 2048)
+    with Archive() as archive:
+        (stale,) = ev.evaluate([stale_source], old, stage="full")
+        stale.created = "2026-11-20T10:00:00+00:00"
+        archive.record(Candidate(stale_source, "list"), stale)
+        run_sweep([new], evaluator=ev, archive=archive, budget_evals=6, progress=False)
+        gpu = ev.gpu_info().name
+        after = record_time("2026-11-26T09:30")
+        assert sweep.archived_row(archive, old, gpu, "both")["kernel"] == kernel_hash(stale_source)
+        assert sweep.archived_row(archive, old, gpu, "both", after) is None
+        assert sweep.archived_row(archive, old, gpu, "offline", after) is None
+        assert sweep.resumable_row(archive, new, gpu, "both", after)["status"] == "resumed"
+
+        calls = len(ev.calls)
+        rows = run_sweep([old, new], evaluator=ev, archive=archive, budget_evals=6, progress=False,
+                         measured_after=after)  # fmt: skip
+        assert [r["status"] for r in rows] == ["optimized", "resumed"]
+        assert len(ev.calls) > calls
+        assert rows[0]["kernel"] != kernel_hash(stale_source)  # the old figure did not win the row
+        assert sweep.archived_row(archive, old, gpu, "both", after)["kernel"] == rows[0]["kernel"]
+
+
+def test_measured_after_is_read_as_utc_and_bad_input_is_refused():
+    from hgemm.agent.sweep_cli import record_time
+
+    from hgemm.core.errors import BadInput
+
+    assert record_time("2026-11-26") == "2026-11-26T00:00:00+00:00"
+    assert record_time("2026-11-26T09:30Z") == "2026-11-26T09:30:00+00:00"
+    assert record_time("2026-11-26T10:30+01:00") == "2026-11-26T09:30:00+00:00"
+    assert record_time(None) is None
+    with pytest.raises(BadInput, match="not a date"):
+        record_time("yesterday")
+
+
 class FailsOn(StandinEvaluator):
     """The stand-in, except that evaluating `shape` raises as a GPU worker does when it cannot prepare it."""
 
