@@ -241,6 +241,7 @@ def test_bad_shape_files_are_one_line_errors_with_line_numbers(tmp_path, text, m
         (["--grid", "full", "--gpus", "0,0"], "a device is named twice"),
         (["--grid", "full", "--gpus", "0", "--scheduler", "tcp://127.0.0.1:1"], "not both"),
         (["--grid", "full", "--objective", "fast"], "objective"),
+        (["--grid", "full", "--measured-after", "yesterday"], "--measured-after 'yesterday': not a date"),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, args, message):
@@ -413,6 +414,31 @@ def test_limit_and_shard_slice_the_grid_and_the_next_run_continues(tmp_path):
     rows = report(tmp_path / "out" / "g.json")["rows"]
     assert shapes_of(rows) == [SIX[0], SIX[2], SIX[4]]  # the shard's shapes, in grid order
     assert [r["status"] for r in rows] == ["resumed", "resumed", "optimized"]
+
+
+def test_measured_after_searches_again_what_was_measured_before_it(tmp_path):
+    """After a fix to the evaluator: shapes whose figures are older than --measured-after are searched again
+    through the Dask workers, and the next run with the same time resumes them."""
+    from datetime import UTC, datetime
+
+    grid = write_grid(tmp_path / "g.txt", SIX[:2])
+    args = ["--grid", str(grid), "--gpus", "0", "--budget-evals", "4", "--out", "out"]
+    first = driver(args, tmp_path / "home", tmp_path)
+    out = finish(first)
+    assert first.returncode == 0, out
+    time.sleep(1.1)  # records keep their time to the second
+    fix = datetime.now(UTC).isoformat(timespec="seconds")
+    time.sleep(1.1)
+    again = driver([*args, "--measured-after", fix], tmp_path / "home", tmp_path)
+    out = finish(again)
+    assert again.returncode == 0, out
+    data = report(tmp_path / "out" / "g.json")
+    assert [r["status"] for r in data["rows"]] == ["optimized", "optimized"]
+    assert data["meta"]["measured_after"] == fix
+    third = driver([*args, "--measured-after", fix], tmp_path / "home", tmp_path)
+    out = finish(third)
+    assert third.returncode == 0, out
+    assert [r["status"] for r in report(tmp_path / "out" / "g.json")["rows"]] == ["resumed", "resumed"]
 
 
 @pytest.mark.gpu
