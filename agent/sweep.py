@@ -226,7 +226,8 @@ def run_sweep(
         for shape in shapes:
             bar.update(task, description=f"{shape.M}×{shape.N}×{shape.K}")
             prior = archived_row(archive, shape, gpu, objective, measured_after) if archive is not None else None
-            row = resumable_row(archive, shape, gpu, objective, measured_after) if resume and prior else None
+            # resumable_row without a second look-up: the prior, unless the shape's last search did not end
+            row = prior if resume and prior is not None and not unfinished(archive, shape, gpu) else None
             if row is None:
                 started = time.monotonic()
                 try:

@@ -88,10 +88,11 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
     args = ap.parse_args(argv)
 
     from hgemm.agent.commands import open_evaluator
+    from hgemm.agent.proposer import Candidate
     from hgemm.agent.sweep import summarize, write_report
     from hgemm.archive import Archive
 
-    from hgemm.core.record import MODES
+    from hgemm.core.record import MODES, EvalRecord
 
     report = json.loads(args.report.read_text())
     rows = report["rows"]
@@ -126,12 +127,9 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
             (rec,) = ev.evaluate([kernel["source"]], Shape(*shape), stage="full", modes=MODES)
             seconds = time.monotonic() - t0
             if args.archive and rec.ok:
-                from hgemm.agent.proposer import Candidate
-
-                from hgemm.core.record import EvalRecord
-
                 confirmed = EvalRecord.from_dict({**rec.to_dict(), "stage": "confirmed"})
-                store.record(Candidate(kernel["source"], row.get("proposer") or "import", family=row.get("family")), confirmed)
+                candidate = Candidate(kernel["source"], row.get("proposer") or "import", family=row.get("family"))
+                store.record(candidate, confirmed)
             out[i] = confirm_row(row, rec)
             write(False)
             figures = ", ".join(

@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     from hgemm.agent.sweep import write_report
 
     try:
-        loaded = [(_load(p).get("name") or p.stem, _load(p)) for p in args.reports]
-        rows, meta = merge(loaded)
+        loaded = [_load(p) for p in args.reports]
+        rows, meta = merge([(data.get("name") or p.stem, data) for p, data in zip(args.reports, loaded, strict=True)])
     except MergeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

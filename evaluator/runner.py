@@ -173,16 +173,18 @@ class Session:
         self.graphs: dict[str, tuple[int, int]] = {}  # name -> (graph exec, launches)
 
     def _map_arena(self, share: dict) -> int:
-        """The arena's base address here: mapped from the descriptor the judge sent (then closed, as is the
-        socket), or opened through a legacy IPC handle."""
+        """The arena's base address here: mapped from the descriptor the judge sent (then closed), or opened
+        through a legacy IPC handle. Either way the socket is closed before the candidate loads."""
+        handles, self.handles = self.handles, None
         if share.get("kind") != "fd":
+            if handles is not None:
+                handles.close()
             return self.rt.ipc_open(str(share["handle"]))
-        if self.handles is None:
+        if handles is None:
             raise RuntimeError("the arena's descriptor was sent once already")
-        self.handles.settimeout(60.0)
-        _msg, fds, _flags, _addr = socket.recv_fds(self.handles, 16, 4)
-        self.handles.close()
-        self.handles = None
+        with handles:
+            handles.settimeout(60.0)
+            _msg, fds, _flags, _addr = socket.recv_fds(handles, 16, 4)
         try:
             if len(fds) != 1:
                 raise RuntimeError(f"expected one descriptor for the arena, got {len(fds)}")
