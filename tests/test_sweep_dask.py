@@ -444,15 +444,16 @@ def test_measured_after_searches_again_what_was_measured_before_it(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_a_sweep_on_gpu_0_through_dask_uses_the_real_evaluator(tmp_path):
-    """The GPU path end to end: one Dask worker pinned to GPU 0 opens the real evaluator (its judge process
-    included), and the driver archives what it measures."""
+    """The GPU path end to end: one Dask worker pinned to a GPU (the first that CUDA_VISIBLE_DEVICES shows, else
+    device 0) opens the real evaluator (its judge process included), and the driver archives what it measures."""
+    device = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
     grid = write_grid(tmp_path / "g.txt", [(256, 256, 256), (512, 256, 1024)])
     env = {**os.environ, "HGEMM_HOME": str(tmp_path / "home"), "HGEMM_EMBEDDER": "none"}
-    args = ["--grid", str(grid), "--gpus", "0", "--budget-evals", "4", "--confirm", "0", "--out", "out"]
+    args = ["--grid", str(grid), "--gpus", device, "--budget-evals", "4", "--confirm", "0", "--out", "out"]
     result = subprocess.run([sys.executable, "-m", "hgemm.agent.cli", "sweep", *args], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=1200)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "gpu0 (CUDA_VISIBLE_DEVICES=0" in result.stdout
+    assert f"gpu{device} (CUDA_VISIBLE_DEVICES={device}" in result.stdout
     data = report(tmp_path / "out" / "g.json")
     assert "stand-in" not in data["meta"]["gpu"] and data["meta"]["driver"]
     assert [r["status"] for r in data["rows"]] == ["optimized", "optimized"]
