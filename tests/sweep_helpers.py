@@ -6,7 +6,8 @@ test's sys.path), and a driver script entry point that runs `hgemm sweep` with t
 - `KillingStandin`: kills its own worker process (SIGKILL) once for each shape named in `HGEMM_TEST_KILL_ONCE`,
   in its evaluate call after the first `HGEMM_TEST_KILL_AFTER` (default 0) of that shape (a marker file in
   `HGEMM_TEST_KILL_DIR` remembers it), and on every evaluation of the shapes in `HGEMM_TEST_KILL_ALWAYS`.
-- `python tests/sweep_helpers.py sweep ...` is `hgemm sweep ...` with `KillingStandin` as the evaluator.
+- `python tests/sweep_helpers.py sweep ...` is `hgemm sweep ...` with `KillingStandin` as the evaluator, and SIGINT
+  raising KeyboardInterrupt as in a terminal's foreground job.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ class KillingStandin(SlowStandin):
 def main() -> None:
     from hgemm.agent import cli, commands
 
+    # Ctrl-C as a terminal delivers it: a test runner started as a background job hands its children SIGINT
+    # ignored, and the Ctrl-C test would then time a sweep that cannot be interrupted.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     commands.open_evaluator = KillingStandin
     sys.argv = ["hgemm", *sys.argv[1:]]
     cli.main()
