@@ -50,19 +50,25 @@ DEFAULT_OUT = Path("bench") / "results"
 def archived_row(
     archive: ArchiveStore, shape: Shape, gpu: str, objective: str = "both", measured_after: str | None = None
 ) -> dict[str, Any] | None:
-    """A row from the archive's best ranked kernel for the shape on this GPU by `objective`, or None. With
-    `measured_after` (a time as records keep it, `created`), only records measured after it count: figures from
-    before a change to the evaluator are left out (for a single-mode objective, the best kernel's record must be
-    that recent, else there is no row)."""
+    """A row from the archive's best ranked kernel for the shape on this GPU by `objective`, or None. Where the
+    shape has confirmed records (the median of a confirmation's fresh repetitions), only those count: a search's
+    own samples include the luckiest one, which would otherwise win the row. With `measured_after` (a time as
+    records keep it, `created`), only records measured after it count: figures from before a change to the
+    evaluator are left out (for a single-mode objective, the best kernel's record must be that recent, else there
+    is no row)."""
     from hgemm.agent.loop import objective_time
 
+    mode = "offline" if objective == "both" else objective
+    confirmed = confirmed_rows(archive, shape, gpu, mode, measured_after, ARCHIVED_CANDIDATES)
     if objective == "both":
         # The best of the top offline rows by the geometric mean of the kernel's own times in both modes:
         # for one shape that ranks as the geometric mean of speedups over fixed baselines would, and a
         # disturbed sample (the host falling behind the GPU, say) can make a time longer, never shorter,
         # while a record whose baselines were disturbed would otherwise win on its inflated speedups.
         scored = []
-        if measured_after is None:
+        if confirmed:
+            rows = confirmed
+        elif measured_after is None:
             rows = archive.leaderboard(gpu=gpu, mode="offline", top=ARCHIVED_CANDIDATES, shape=shape)
         else:
             rows = measured_since(archive, shape, gpu, "offline", measured_after, ARCHIVED_CANDIDATES)
@@ -77,7 +83,9 @@ def archived_row(
             return None
         _, _, best, record = max(scored, key=lambda s: s[:2])
     else:
-        if measured_after is None:
+        if confirmed:
+            best = confirmed[0]
+        elif measured_after is None:
             best = archive.best(shape, gpu=gpu, mode=objective)
         else:
             best = next(iter(measured_since(archive, shape, gpu, objective, measured_after, 1)), None)
@@ -113,6 +121,19 @@ def measured_since(archive: ArchiveStore, shape: Shape, gpu: str, mode: str, aft
         "AND e.K = ? AND e.gpu IS ? AND json_extract(r.record, '$.created') > ? "
         "ORDER BY e.speedup_best DESC, e.id DESC LIMIT ?",
         (mode, *shape, gpu, after, limit),
+    )]
+
+
+def confirmed_rows(archive: ArchiveStore, shape: Shape, gpu: str, mode: str, after: str | None, limit: int
+                   ) -> list[dict[str, Any]]:  # fmt: skip
+    """The shape's ranked `mode` rows on this GPU from confirmed records (measured after `after`, where given),
+    best speedup first, with their kernels' family and proposer."""
+    return [dict(r) for r in archive.execute(
+        "SELECT e.*, k.family, k.proposer FROM evaluations e JOIN records r ON r.id = e.record_id "
+        "JOIN kernels k ON k.hash = e.kernel WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? "
+        "AND e.K = ? AND e.gpu IS ? AND r.stage = 'confirmed' AND json_extract(r.record, '$.created') > ? "
+        "ORDER BY e.speedup_best DESC, e.id DESC LIMIT ?",
+        (mode, *shape, gpu, after or "", limit),
     )]
 
 

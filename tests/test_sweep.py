@@ -331,6 +331,35 @@ def test_a_record_with_disturbed_baselines_does_not_win_the_resumed_row():
         assert sweep.row_score(row, "both") > sweep.row_score(prior_slow, "both")
 
 
+def test_a_resumed_shape_reports_its_confirmed_figure_not_a_luckier_search_sample():
+    from hgemm.agent.proposer import Candidate
+    from hgemm.archive import Archive
+    from hgemm.evaluator.kernels import get_family
+
+    body = get_family("small").render(dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1))
+    lucky, steady = "// STANDIN_SPEED 0.7\n" + body, "// STANDIN_SPEED 0.9\n" + body
+    ev = StandinEvaluator()
+    shape = Shape(256, 256, 256)
+    with Archive() as archive:
+        (sample,) = ev.evaluate([lucky], shape, stage="full")  # one fast search sample, never confirmed
+        (median,) = ev.evaluate([steady], shape, stage="confirmed")  # the confirmation's median
+        archive.record(Candidate(lucky, "list"), sample)
+        archive.record(Candidate(steady, "list"), median)
+        gpu = ev.gpu_info().name
+        assert sample.median_us("offline") < median.median_us("offline")
+        for objective in ("both", "offline", "server"):
+            row = sweep.archived_row(archive, shape, gpu, objective)
+            assert row["kernel"] == kernel_hash(steady) and row["measured"] == "confirmed"
+            assert row["offline_us"] == median.median_us("offline")
+        assert sweep.archived_row(archive, shape, gpu, "both", "2999-01-01T00:00:00+00:00") is None
+        other = Shape(128, 256, 256)  # without a confirmation, the search's own best
+        for source in (lucky, steady):
+            (rec,) = ev.evaluate([source], other, stage="full")
+            archive.record(Candidate(source, "list"), rec)
+        row = sweep.archived_row(archive, other, gpu, "both")
+        assert row["kernel"] == kernel_hash(lucky) and row["measured"] == "unconfirmed"
+
+
 def test_figures_from_before_measured_after_neither_resume_nor_rank():
     """After a fix to the evaluator, a sweep with --measured-after searches again the shapes whose archived
     figures are older, ignores those figures, and resumes the shapes measured since."""
