@@ -14,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from variants import evaluate_rows  # noqa: E402  (this folder's other script)
+
 SHAPES = [(1024, 1024, 12288), (2048, 512, 12288), (1024, 256, 16384), (256, 4096, 16384), (128, 2048, 2048),
           (64, 4096, 4096), (128, 4096, 4096), (256, 1024, 2048)]  # fmt: skip
 TILES = [(64, 128), (128, 128), (128, 256)]
@@ -58,14 +61,7 @@ def main(out_dir: str) -> None:
             found = variants(shape)
             names = list(found)
             started = time.monotonic()
-            records = ev.evaluate([family.render(found[n]) for n in names], shape, stage="full")
-            for name, rec in zip(names, records, strict=True):
-                row = {"shape": list(shape), "variant": name, "params": found[name], "ok": rec.ok,
-                       "failure": rec.failure_kind}  # fmt: skip
-                for mode in ("offline", "server"):
-                    m = rec.modes.get(mode)
-                    row[mode] = {"us": m.candidate.median_us, "speedup_best": m.speedup_best} if m else None
-                rows.append(row)
+            rows += evaluate_rows(ev, family, shape, found)
             mine = [r for r in rows if r["shape"] == list(shape)]
             bad = [r["variant"] + ": " + str(r["failure"]) for r in mine if not r["ok"]]
             print(f"{'x'.join(map(str, shape))}: {len(names)} variants in {time.monotonic() - started:.0f} s; "

@@ -51,6 +51,21 @@ def variants(shape) -> dict[str, dict]:
     return valid
 
 
+def evaluate_rows(ev, family, shape, found: dict[str, dict]) -> list[dict]:
+    """One evaluation of every configuration in `found` on `shape`, as rows (both modes, against the best library)."""
+    names = list(found)
+    records = ev.evaluate([family.render(found[n]) for n in names], shape, stage="full")
+    rows = []
+    for name, rec in zip(names, records, strict=True):
+        row = {"shape": list(shape), "variant": name, "params": found[name], "ok": rec.ok,
+               "failure": rec.failure_kind}  # fmt: skip
+        for mode in ("offline", "server"):
+            m = rec.modes.get(mode)
+            row[mode] = {"us": m.candidate.median_us, "speedup_best": m.speedup_best} if m else None
+        rows.append(row)
+    return rows
+
+
 def main(out_dir: str) -> None:
     from hgemm.evaluator.kernels import get_family
     from hgemm.evaluator.local import LocalEvaluator
@@ -62,14 +77,7 @@ def main(out_dir: str) -> None:
             found = variants(shape)
             names = list(found)
             started = time.monotonic()
-            records = ev.evaluate([family.render(found[n]) for n in names], shape, stage="full")
-            for name, rec in zip(names, records, strict=True):
-                row = {"shape": list(shape), "variant": name, "params": found[name], "ok": rec.ok,
-                       "failure": rec.failure_kind}  # fmt: skip
-                for mode in ("offline", "server"):
-                    m = rec.modes.get(mode)
-                    row[mode] = {"us": m.candidate.median_us, "speedup_best": m.speedup_best} if m else None
-                rows.append(row)
+            rows += evaluate_rows(ev, family, shape, found)
             best = sorted((r for r in rows if r["shape"] == list(shape) and r["offline"]),
                           key=lambda r: r["offline"]["us"])[:6]  # fmt: skip
             print(f"{'x'.join(map(str, shape))}: {len(names)} variants in {time.monotonic() - started:.0f} s", flush=True)
