@@ -59,7 +59,7 @@ def archived_row(
     from hgemm.agent.loop import objective_time
 
     mode = "offline" if objective == "both" else objective
-    confirmed = confirmed_rows(archive, shape, gpu, mode, measured_after, ARCHIVED_CANDIDATES)
+    confirmed = measured_since(archive, shape, gpu, mode, measured_after, ARCHIVED_CANDIDATES, confirmed=True)
     if objective == "both":
         # The best of the top offline rows by the geometric mean of the kernel's own times in both modes:
         # for one shape that ranks as the geometric mean of speedups over fixed baselines would, and a
@@ -111,27 +111,16 @@ def archived_row(
     ) | {"measured": "confirmed" if record is not None and record.stage == "confirmed" else "unconfirmed"}
 
 
-def measured_since(archive: ArchiveStore, shape: Shape, gpu: str, mode: str, after: str, limit: int
-                   ) -> list[dict[str, Any]]:  # fmt: skip
-    """The shape's ranked `mode` rows on this GPU whose records were measured after `after`, best speedup
-    first, with their kernels' family and proposer (what `leaderboard` gives, every record of a kernel)."""
+def measured_since(archive: ArchiveStore, shape: Shape, gpu: str, mode: str, after: str | None, limit: int,
+                   *, confirmed: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    """The shape's ranked `mode` rows on this GPU whose records were measured after `after` (any time where it is
+    None), only those of confirmed records where `confirmed`, best speedup first, with their kernels' family and
+    proposer (what `leaderboard` gives, every record of a kernel)."""
+    stage = " AND r.stage = 'confirmed'" if confirmed else ""
     return [dict(r) for r in archive.execute(
         "SELECT e.*, k.family, k.proposer FROM evaluations e JOIN records r ON r.id = e.record_id "
         "JOIN kernels k ON k.hash = e.kernel WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? "
-        "AND e.K = ? AND e.gpu IS ? AND json_extract(r.record, '$.created') > ? "
-        "ORDER BY e.speedup_best DESC, e.id DESC LIMIT ?",
-        (mode, *shape, gpu, after, limit),
-    )]
-
-
-def confirmed_rows(archive: ArchiveStore, shape: Shape, gpu: str, mode: str, after: str | None, limit: int
-                   ) -> list[dict[str, Any]]:  # fmt: skip
-    """The shape's ranked `mode` rows on this GPU from confirmed records (measured after `after`, where given),
-    best speedup first, with their kernels' family and proposer."""
-    return [dict(r) for r in archive.execute(
-        "SELECT e.*, k.family, k.proposer FROM evaluations e JOIN records r ON r.id = e.record_id "
-        "JOIN kernels k ON k.hash = e.kernel WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? "
-        "AND e.K = ? AND e.gpu IS ? AND r.stage = 'confirmed' AND json_extract(r.record, '$.created') > ? "
+        f"AND e.K = ? AND e.gpu IS ? AND json_extract(r.record, '$.created') > ?{stage} "
         "ORDER BY e.speedup_best DESC, e.id DESC LIMIT ?",
         (mode, *shape, gpu, after or "", limit),
     )]

@@ -13,9 +13,9 @@
 // launched as a programmatic dependent launch; with HG_SPLIT_DSMEM 1 a tile's slices run as one cluster
 // and sum through distributed shared memory instead; with HG_SPLIT_DSMEM 2 (fix-up) each warp's share goes
 // to the workspace only where its slice is not the last of the tile to finish, and the last adds the
-// others' shares into its registers and stores C, with no second kernel. HG_STREAM_K cuts the tiles of the last partial
-// wave, plus one full wave, into equal k-block ranges, one per persistent CTA, handed over through the
-// workspace with release/acquire flags.
+// others' shares into its registers and stores C, with no second kernel. HG_STREAM_K cuts the tiles of the
+// last partial wave, plus one full wave, into equal k-block ranges, one per persistent CTA, handed over
+// through the workspace with release/acquire flags.
 //
 // Invariants:
 // - Every rule on the parameters and on the shapes, and every resource formula the search also needs
@@ -546,7 +546,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         if (fixup_share(acc, partial, cta_tile, cw, work.slice, wg_thread))
           store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, M, N, wg_thread, cw, panels);
         named_bar_sync(1 + cw, 128);  // the warpgroup's warps meet again before the next tile's wgmmas
-      } else if constexpr (SPLIT_K > 1) {
+      } else if constexpr (REDUCE) {
         store_partial(acc, partial + static_cast<size_t>(work.slice) * M * N, row0, n0, M, N, wg_thread);
       } else if (STREAM_K && kb_begin > 0) {
         // The tail of a stream-K tile (only a CTA's first segment can start inside a tile): park the
