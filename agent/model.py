@@ -281,8 +281,7 @@ def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> 
     # a 2x1 cluster launches both of its CTAs along M, the second one past M too when M ends in the first
     tm, tn = cdiv(M, tile.bm * tile.cluster_m) * tile.cluster_m, cdiv(N, tile.bn)
     split = min(tile.split_k, -(-K // tile.bk))  # slices beyond the K extent do nothing
-    mode = param(params, "split_dsmem", 0) if split > 1 else 0  # how slices are summed (wgmma_rules.cuh)
-    dsmem = mode == 1
+    dsmem = split > 1 and bool(param(params, "split_dsmem", 0))
     k_iters = cdiv(cdiv(K, split), tile.bk)
     tiles = tm * tn * split
     busiest: float = -(-tiles // sms)
@@ -299,8 +298,6 @@ def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> 
         sk_tiles = tiles % sms + (sms if tiles > sms else 0)
         busiest = (tiles - sk_tiles) // sms + sk_tiles / sms
         fixup_bytes = (1 + cdiv(sms, sk_tiles)) * tile.bm * tile.bn * 4.0
-    if mode == 2:  # fix-up: the last slice of a tile reads the others' shares, the others write theirs
-        fixup_bytes = (split - 1) * tile.bm * tile.bn * 4.0
     padded = tm * tile.bm * tn * tile.bn * split * k_iters * tile.bk
     useful_fraction = M * N * K / padded
 
@@ -342,7 +339,7 @@ def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> 
         miss = 0.05 if param(params, "raster", 0) else 0.12
         dram += max(0.0, l2_bytes - operands) * miss
     kernels = 1
-    if mode == 0 and split > 1:
+    if split > 1 and not dsmem:
         dram += split * M * N * 4.0 * 2  # fp32 partials written, then read by the reduction
         kernels = 2
     dram_us = dram / peaks.hbm_bps * 1e6

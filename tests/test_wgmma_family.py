@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from hgemm.evaluator.kernels import rules
 from hgemm.evaluator.kernels.wgmma_family import (
     FAMILIES,
     HOPPER_SMEM_OPTIN,
@@ -413,66 +412,3 @@ def test_bm_192_builds_without_spills(extra, tmp_path):
     params = FAMILY.repair({**THREE, **extra})
     assert FAMILY.check(params, Shape(12288, 4096, 4096), H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)
-
-
-# split_dsmem 2: the slice of a tile that finishes last sums the others' shares from the workspace (no second
-# kernel). Built and checked here; the search does not propose it until it is measured on a GPU.
-FIXUP = {**BIG, "bn": 128, "stages": 6, "epilogue": 0, "persistent": 0, "split_k": 4, "split_dsmem": 2, "epi_panels": 0,
-         "stream_k": 0}  # fmt: skip
-
-
-def test_split_fixup_is_a_valid_kernel_the_search_does_not_propose_yet():
-    assert rules.violation(FIXUP) is None
-    assert rules.shape_violation(FIXUP, Shape(1024, 1024, 12288)) is None
-    assert "split_dsmem=2 not in" in FAMILY.check(FIXUP, Shape(1024, 1024, 12288), H100)
-    # Unlike the cluster's reduction it may be persistent and multicast: nothing waits on a slice not yet running.
-    assert rules.violation({**FIXUP, "persistent": 1, "cluster_m": 2, "split_k": 16}) is None
-
-
-@pytest.mark.parametrize(
-    ("change", "needle"),
-    [({"pingpong": 1}, "pingpong=0"), ({"split_k": 1}, "split_k >= 2"), ({"split_dsmem": 3}, "0, 1 or 2")],
-)
-def test_split_fixup_rules(change, needle):
-    reason = rules.violation({**FIXUP, **change})
-    assert reason is not None and needle in reason
-
-
-def test_split_fixup_workspace_and_counters_are_shape_rules():
-    # A slot of the whole tile per (CTA tile, slice): 1024 x 1024 in 128 x 128 tiles, 4 slices = 16 MiB.
-    assert rules.shape_violation(FIXUP, Shape(1024, 1024, 12288)) is None
-    # 8192 x 8192: 64 MiB of tiles times 4 slices is past the workspace.
-    assert "workspace" in rules.shape_violation(FIXUP, Shape(8192, 8192, 4096))
-    # The most tiles the workspace admits (64 x 32 tiles, 2 slices: 4096 tiles, exactly 64 MiB) still have their
-    # counters; one column more is refused by the workspace, not by the counters.
-    small = {**FIXUP, "bm": 64, "bn": 32, "consumers": 1, "split_k": 2}
-    assert rules.shape_violation(small, Shape(4096, 2048, 4096)) is None
-    assert "workspace" in rules.shape_violation(small, Shape(4096, 2056, 4096))
-
-
-def test_repair_keeps_the_fixup_and_drops_ping_pong():
-    p = FAMILY.repair({**FIXUP, "pingpong": 1, "persistent": 1})
-    assert (p["split_dsmem"], p["pingpong"], p["persistent"]) == (2, 0, 1)
-    assert FAMILY.repair({**FIXUP, "split_k": 1})["split_dsmem"] == 0
-
-
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("extra", [{}, {"persistent": 1, "cluster_m": 2, "split_k": 2}, {"bm": 64, "consumers": 1, "split_k": 8}])
-def test_split_fixup_builds_without_spills_and_launches_no_second_kernel(extra, tmp_path):
-    params = {**FIXUP, **extra}
-    assert rules.violation(params) is None
-    log = build_without_spills(FAMILY.render(params), tmp_path)
-    assert "hgemm_wgmma_kernel" in log
-    tool = _cuobjdump()
-    if tool is None:
-        pytest.skip("cuobjdump not found: built and ptxas-checked, SASS not inspected")
-    env_path = str(Path(tool).parent) + ":" + __import__("os").environ.get("PATH", "")
-    sass = subprocess.run([tool, "--dump-sass", "--gpu-architecture", "sm_90a", str(tmp_path / "k.so")],
-                          capture_output=True, text=True, env={"PATH": env_path}, timeout=120)  # fmt: skip
-    assert sass.returncode == 0, sass.stderr
-    text = sass.stdout
-    main = text.split("hgemm_wgmma_kernel")[1].split("Function :")[0]  # the GEMM kernel, not the reduction's
-    assert "ATOMG.E.ADD.STRONG.GPU" in main  # a warp's ticket
-    assert "REDG.E.ADD.STRONG.GPU" in main  # a lane's share is parked (release)
-    assert "LDG.E.STRONG.GPU" in main  # the last slice's lanes acquire
-    assert "PREEXIT" not in main  # no griddepcontrol.launch_dependents: no second kernel follows

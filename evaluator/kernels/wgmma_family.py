@@ -35,8 +35,6 @@ SPACE: dict[str, tuple] = {
     "cluster_m": (1, 2),
     "pingpong": (0, 1),
     "split_k": (1, 2, 3, 4, 6, 8, 16, 32, 64),
-    # 0: a reduction kernel, 1: the cluster's shared memory; 2 (the last slice sums, wgmma_rules.cuh) is built
-    # but not searched until it is measured (experiments/2026-11-26-k-heavy/fixup.py)
     "split_dsmem": (0, 1),
     "epi_panels": (0, 2),
     "stream_k": (0, 1),
@@ -90,12 +88,12 @@ def factors_for(gpu_name: str | None) -> dict[str, float]:
 def time_features(params: Params) -> list[float]:
     """The feature values of `params`, in TIME_FEATURES order (a factor applies as factor ** value)."""
     split = params.get("split_k", 1)
-    mode = params.get("split_dsmem", 0) if split > 1 else 0
+    dsmem = params.get("split_dsmem", 0) and split > 1
     return [
         float(params["epilogue"] and split == 1),
         float(params["pingpong"]),
-        math.log2(split) if mode == 1 else 0.0,
-        float(mode == 0 and split > 1),  # the fix-up (mode 2) has no measurements to fit yet
+        math.log2(split) if dsmem else 0.0,
+        float(split > 1 and not dsmem),
         float(params["cluster_m"] == 2),
         float(params.get("stream_k", 0)),
     ]
@@ -179,10 +177,8 @@ class WgmmaFamily(Family):
             p["epilogue"] = 0
         if not p["epilogue"]:
             p["epi_panels"] = 0
-        if p["split_dsmem"] == 1:
+        if p["split_dsmem"]:
             p.update(persistent=0, cluster_m=1, pingpong=0)
-        elif p["split_dsmem"] == 2:
-            p["pingpong"] = 0
         if p["pingpong"]:
             p["consumers"] = 2
         if p["bm"] == 192:

@@ -174,32 +174,6 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
                : "memory");
 }
 
-// ---- split-K fix-up counters (split_dsmem 2) ----------------------------------------------------
-// Adds `value` to *counter at GPU scope (relaxed) and returns the old value.
-__device__ __forceinline__ unsigned counter_add(unsigned* counter, unsigned value) {
-  unsigned old;
-  asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(counter), "r"(value) : "memory");
-  return old;
-}
-
-// Adds `value` with release semantics: this thread's earlier writes are visible, GPU-wide, to a thread that
-// acquires a value of *counter this add (or a later one in its chain of adds) produced.
-__device__ __forceinline__ void counter_release_add(unsigned* counter, unsigned value) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(counter), "r"(value) : "memory");
-}
-
-// Spin until (*counter >> shift) >= target, with acquire semantics.
-__device__ __forceinline__ void counter_wait(const unsigned* counter, int shift, unsigned target) {
-  unsigned v;
-  do {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(counter) : "memory");
-  } while ((v >> shift) < target);
-}
-
-__device__ __forceinline__ void counter_clear(unsigned* counter) {
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(counter), "r"(0u) : "memory");
-}
-
 // ---- named barriers, registers -------------------------------------------------------------
 __device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -7,9 +7,6 @@ namespace wgmma_rules {
 
 constexpr int BK = 64;                                // k per ring stage: one 128-byte swizzle row of fp16
 constexpr long long WORKSPACE_BYTES = 64ll << 20;     // the contract's workspace, at least
-// split_dsmem 2: one counter per (CTA tile, consumer, warp). The workspace rule binds first: 64 MiB hold the two
-// fp32 slots of at most 4096 tiles of 64 x 32 (4 counters each); larger tiles with more consumers need no more.
-constexpr int FIXUP_COUNTERS = 16384;
 
 struct Params {
   int bm, bn, stages, consumers, group_m, persistent, epilogue, cluster_m, pingpong, split_k, split_dsmem,
@@ -18,11 +15,7 @@ struct Params {
 
 constexpr int wg_rows(const Params& p) { return p.pingpong ? p.bm : p.bm / p.consumers; }  // rows per consumer
 constexpr int m_iters(const Params& p) { return wg_rows(p) / 64; }                          // m64 blocks per consumer
-// split_dsmem selects how a split tile's slices are summed: 0 a second kernel over the workspace, 1 the tile's
-// cluster through distributed shared memory, 2 the slice that finishes last, from the workspace (fix-up).
-constexpr bool dsmem(const Params& p) { return p.split_dsmem == 1 && p.split_k > 1; }
-constexpr bool fixup(const Params& p) { return p.split_dsmem == 2 && p.split_k > 1; }
-constexpr bool reduce_kernel(const Params& p) { return p.split_dsmem == 0 && p.split_k > 1; }
+constexpr bool dsmem(const Params& p) { return p.split_dsmem != 0 && p.split_k > 1; }
 constexpr int c_panel(const Params& p) { return p.bn % 64 ? 32 : 64; }  // columns per C panel (one TMA box)
 constexpr int c_cols(const Params& p) { return p.epi_panels ? c_panel(p) * p.epi_panels : p.bn; }
 constexpr int a_bytes(const Params& p) { return p.bm * BK * 2; }
@@ -54,11 +47,8 @@ constexpr const char* violation(const Params& p) {
   if (p.split_k < 1 || p.split_k > 64) return "SPLIT_K must be 1..64";
   if (p.epi_panels != 0 && p.epi_panels != 2) return "EPI_PANELS must be 0 or 2";
   if (p.pingpong && p.consumers != 2) return "ping-pong needs two consumer warpgroups";
-  if (p.split_dsmem < 0 || p.split_dsmem > 2) return "SPLIT_DSMEM must be 0, 1 or 2";
-  if (p.split_dsmem == 1 && (p.split_k < 2 || p.split_k > 8)) return "split_dsmem needs 2 <= split_k <= 8 (a portable cluster)";
-  if (p.split_dsmem == 2 && (p.split_k < 2 || p.pingpong))
-    return "split_dsmem 2 (fix-up by the last slice) needs split_k >= 2 and pingpong=0";
-  if (p.split_dsmem == 1 && (p.persistent || p.cluster_m != 1 || p.pingpong || p.consumers > 2))
+  if (p.split_dsmem && (p.split_k < 2 || p.split_k > 8)) return "split_dsmem needs 2 <= split_k <= 8 (a portable cluster)";
+  if (p.split_dsmem && (p.persistent || p.cluster_m != 1 || p.pingpong || p.consumers > 2))
     return "split_dsmem runs one CTA per (tile, slice): persistent=0, cluster_m=1, pingpong=0, consumers <= 2";
   if (p.split_k > 1 && p.epilogue) return "split-K writes fp32 partials directly: epilogue=0";
   if (p.epi_panels && (!p.epilogue || p.split_k > 1)) return "epi_panels stages C panels for the TMA store: epilogue=1, split_k=1";
@@ -73,15 +63,6 @@ constexpr const char* violation(const Params& p) {
 // k-blocks of BK for a K: the last may be partial (TMA zero-fills it).
 constexpr long long k_blocks(long long K) { return (K + BK - 1) / BK; }
 
-// CTA tiles of an M x N output (a cluster's CTAs counted one by one) and the fix-up's workspace: a slot of the
-// whole tile's fp32 partial per (CTA tile, slice).
-constexpr long long cta_tiles(const Params& p, long long M, long long N) {
-  return (M + p.bm * p.cluster_m - 1) / (p.bm * p.cluster_m) * p.cluster_m * ((N + p.bn - 1) / p.bn);
-}
-constexpr long long fixup_bytes(const Params& p, long long M, long long N) {
-  return cta_tiles(p, M, N) * p.split_k * p.bm * p.bn * 4;
-}
-
 // The first rule the shape M x N x K breaks for `p` (what hgemm_supports refuses), or nullptr. Any M; partial
 // tiles in M, N and K are loaded by TMA with zero fill and stored clipped (TMA) or predicated (the other
 // stores), so only TMA's own rule remains: every row of A, Bt and C starts 16-byte aligned.
@@ -90,10 +71,8 @@ constexpr const char* shape_violation(const Params& p, long long M, long long N,
   if (K % 8) return "K must be a multiple of 8 (TMA needs 16-byte rows of A and Bt)";
   if (N % 8) return "N must be a multiple of 8 (TMA needs 16-byte rows of C)";
   if (k_blocks(K) < p.split_k) return "fewer k-blocks than split_k";
-  if (reduce_kernel(p) && static_cast<long long>(p.split_k) * M * N * 4 > WORKSPACE_BYTES)
+  if (p.split_k > 1 && !dsmem(p) && static_cast<long long>(p.split_k) * M * N * 4 > WORKSPACE_BYTES)
     return "split-K partials exceed the 64 MiB workspace";
-  if (fixup(p) && fixup_bytes(p, M, N) > WORKSPACE_BYTES) return "split-K fix-up slots exceed the 64 MiB workspace";
-  if (fixup(p) && cta_tiles(p, M, N) * p.consumers * 4 > FIXUP_COUNTERS) return "more tiles than the fix-up counters";
   return nullptr;
 }
 

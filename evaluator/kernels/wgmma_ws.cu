@@ -10,12 +10,10 @@
 // stmatrix into swizzled shared memory and TMA stores of C panels (HG_EPILOGUE 1; the whole tile, or
 // with HG_EPI_PANELS = 2 one panel at a time through a two-panel ring). HG_SPLIT_K > 1 makes every
 // (tile, K slice) a work unit whose fp32 partial goes to the workspace, summed into C by a second kernel
-// launched as a programmatic dependent launch; with HG_SPLIT_DSMEM 1 a tile's slices run as one cluster
-// and sum through distributed shared memory instead; with HG_SPLIT_DSMEM 2 (fix-up) each warp's share goes
-// to the workspace only where its slice is not the last of the tile to finish, and the last adds the
-// others' shares into its registers and stores C, with no second kernel. HG_STREAM_K cuts the tiles of the
-// last partial wave, plus one full wave, into equal k-block ranges, one per persistent CTA, handed over
-// through the workspace with release/acquire flags.
+// launched as a programmatic dependent launch; with HG_SPLIT_DSMEM a tile's slices run as one cluster
+// and sum through distributed shared memory instead. HG_STREAM_K cuts the tiles of the last partial
+// wave, plus one full wave, into equal k-block ranges, one per persistent CTA, handed over through the
+// workspace with release/acquire flags.
 //
 // Invariants:
 // - Every rule on the parameters and on the shapes, and every resource formula the search also needs
@@ -58,8 +56,6 @@ static_assert(wgmma_rules::violation(P) == nullptr, "these parameters break a ru
 [[maybe_unused]] constexpr bool PINGPONG = HG_PINGPONG != 0;  // consumers take alternate whole tiles
 [[maybe_unused]] constexpr int SPLIT_K = HG_SPLIT_K;           // K slices per tile (fp32 partials + reduction when > 1)
 [[maybe_unused]] constexpr bool DSMEM = wgmma_rules::dsmem(P);  // slices of a tile = one cluster, summed in DSMEM
-[[maybe_unused]] constexpr bool FIXUP = wgmma_rules::fixup(P);  // the last slice of a tile sums (workspace)
-[[maybe_unused]] constexpr bool REDUCE = wgmma_rules::reduce_kernel(P);  // a second kernel sums (workspace)
 [[maybe_unused]] constexpr int WG_ROWS = wgmma_rules::wg_rows(P);  // tile rows one consumer warpgroup computes
 [[maybe_unused]] constexpr int M_ITERS = wgmma_rules::m_iters(P);  // m64 wgmma blocks per consumer warpgroup
 [[maybe_unused]] constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -97,11 +93,6 @@ __host__ __device__ constexpr int stream_k_tiles(int tiles, int ctas) {
 // flag is zero between launches (the workspace, undefined on entry, holds only the partials).
 constexpr int SK_MAX_CTAS = 512;
 __device__ unsigned sk_flags[hgw_cfg::STREAM_K ? SK_MAX_CTAS * hgw_cfg::CONSUMERS : 1];
-// HG_SPLIT_DSMEM 2 counters, one per (CTA tile, consumer, warp): the low 8 bits count the slices that
-// finished their main loop (tickets), the bits above count the lanes that parked their share. Zero when the
-// module loads; the last slice clears its counter once every other slice has parked, so every counter is
-// zero between launches.
-__device__ unsigned split_counters[hgw_cfg::FIXUP ? wgmma_rules::FIXUP_COUNTERS : 1];
 
 #if HGW_DEVICE_OK
 namespace hgw {
@@ -319,31 +310,6 @@ __device__ __forceinline__ void add_fragments(float (&acc)[M_ITERS][BN / 2], con
     }
 }
 
-// HG_SPLIT_DSMEM 2: this warp's share of the tile (its fragments of this warpgroup's rows). A slice that is
-// not the tile's last to finish parks its share in its own slot and counts its lanes in; the last waits for
-// every other slice's lanes (each of its lanes acquires), adds their shares and returns true: it stores C.
-// Nothing waits on a slice that has not finished its main loop, so no residency is assumed.
-__device__ __forceinline__ bool fixup_share(float (&acc)[M_ITERS][BN / 2], float* partial, int cta_tile, int cw,
-                                            int slice, int wg_thread) {
-  const int warp = wg_thread / 32, lane = wg_thread % 32;
-  unsigned* counter = &split_counters[(cta_tile * CONSUMERS + cw) * 4 + warp];
-  float* slots = partial + static_cast<size_t>(cta_tile * CONSUMERS + cw) * SPLIT_K * WG_ROWS * BN;
-  unsigned ticket = 0;
-  if (lane == 0) ticket = counter_add(counter, 1u);
-  ticket = __shfl_sync(0xffffffffu, ticket, 0) & 0xffu;
-  if (ticket + 1 < static_cast<unsigned>(SPLIT_K)) {
-    park_fragments(acc, slots + static_cast<size_t>(slice) * WG_ROWS * BN, wg_thread);
-    counter_release_add(counter, 1u << 8);
-    return false;
-  }
-  counter_wait(counter, 8, 32u * (SPLIT_K - 1));
-  __syncwarp();  // every lane is past its wait before the counter goes back to zero
-  if (lane == 0) counter_clear(counter);
-  for (int s = 0; s < SPLIT_K; ++s)
-    if (s != slice) add_fragments(acc, slots + static_cast<size_t>(s) * WG_ROWS * BN, wg_thread);
-  return true;
-}
-
 // HG_SPLIT_DSMEM: this warpgroup's fp32 partial rows [trow0, trow0 + WG_ROWS) of the tile go to the
 // CTA's shared partial buffer at shared address P (BM x P_LD floats).
 __device__ __forceinline__ void park_partial(float (&acc)[M_ITERS][BN / 2], uint32_t P, int trow0, int wg_thread) {
@@ -430,7 +396,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   }
   // The split-K reduction may start launching now; it still waits (griddepcontrol.wait) for this
   // whole grid to finish and flush its memory before reading any partial.
-  if (REDUCE) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (SPLIT_K > 1 && !DSMEM) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   const int m_units = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);  // the last may be partial
   const int n_blocks = (N + BN - 1) / BN;
@@ -541,12 +507,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         // The partial overwrites the ring: every consumer's wgmmas must be done reading it.
         if (CONSUMERS > 1) named_bar_sync(3, 128 * CONSUMERS);
         park_partial(acc, sA, cw * WG_ROWS, wg_thread);
-      } else if constexpr (FIXUP) {
-        const int cta_tile = (mu * CLUSTER_M + rank) * n_blocks + nb;
-        if (fixup_share(acc, partial, cta_tile, cw, work.slice, wg_thread))
-          store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, M, N, wg_thread, cw, panels);
-        named_bar_sync(1 + cw, 128);  // the warpgroup's warps meet again before the next tile's wgmmas
-      } else if constexpr (REDUCE) {
+      } else if constexpr (SPLIT_K > 1) {
         store_partial(acc, partial + static_cast<size_t>(work.slice) * M * N, row0, n0, M, N, wg_thread);
       } else if (STREAM_K && kb_begin > 0) {
         // The tail of a stream-K tile (only a CTA's first segment can start inside a tile): park the
@@ -678,8 +639,7 @@ bool hopper_device(int* sms) {
 
 // Workspace bytes the fp32 split-K partials need (0 without split-K).
 size_t partial_bytes(int M, int N) {
-  if (hgw_cfg::FIXUP) return static_cast<size_t>(wgmma_rules::fixup_bytes(hgw_cfg::P, M, N));
-  return hgw_cfg::REDUCE ? static_cast<size_t>(hgw_cfg::SPLIT_K) * M * N * sizeof(float) : 0;
+  return hgw_cfg::SPLIT_K > 1 && !hgw_cfg::DSMEM ? static_cast<size_t>(hgw_cfg::SPLIT_K) * M * N * sizeof(float) : 0;
 }
 
 bool shape_ok(int M, int N, int K) { return wgmma_rules::shape_violation(hgw_cfg::P, M, N, K) == nullptr; }
@@ -745,7 +705,7 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   cfg.gridDim = dim3(grid, 1, 1);
   e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, partial, M, N, K);
   if (e != cudaSuccess) return static_cast<int>(e);
-  if (REDUCE) {
+  if (SPLIT_K > 1 && !DSMEM) {
     const size_t mn = static_cast<size_t>(M) * N;  // N % 8 == 0, so mn % 4 == 0
     size_t blocks = (mn / 4 + 255) / 256;
     if (blocks > static_cast<size_t>(sms) * 8) blocks = static_cast<size_t>(sms) * 8;
