@@ -1,8 +1,9 @@
 """Few-tile shapes of the full grid (H100, 2026-11-26: 128x2048x2048 0.70x, 128x4096x4096 and 64x4096x4096 0.75x,
 512x1024x4096 0.76x, ...): the library runs narrow tiles with deep rings and 2-CTA clusters there (for example
 `nvjet_sm90_hsh_64x32_64x16_1x2` on 128 CTAs at 128x2048x1024, `bench/results/lt-kernels-mid-*.json`), where our
-default takes 64x128 or 128x128 tiles split 2 ways. This evaluates, per shape, tiles 64x32 to 128x128 with the
-deepest ring that fits, with and without the 2x1 cluster (the B tile multicast to both CTAs), unsplit or split
+default takes 64x128 or 128x128 tiles split 2 ways; and three small-M layer shapes of `bench/shapes-real.txt`
+(16x4608x3584 0.70x, 16x2048x1408 0.73x, 128x4096x14336 0.71x offline there, before the arena fix). This
+evaluates, per shape, tiles 64x32 to 128x128 with the deepest ring that fits, with and without the 2x1 cluster (the B tile multicast to both CTAs), unsplit or split
 2 and 4 ways (workspace or, unclustered, the cluster's shared memory). Each configuration is checked by the family
 before it is compiled; the evaluator checks every output. Both modes, the libraries timed alongside.
 
@@ -28,10 +29,13 @@ def _evaluate_rows():
     spec.loader.exec_module(module)
     return module.evaluate_rows
 
+
 SHAPES = [(128, 2048, 2048), (128, 4096, 4096), (64, 4096, 4096), (512, 1024, 4096), (256, 2048, 4096),
-          (256, 1024, 2048), (512, 512, 4096), (64, 4096, 2048), (128, 2048, 4096), (512, 512, 12288)]  # fmt: skip
+          (256, 1024, 2048), (512, 512, 4096), (64, 4096, 2048), (128, 2048, 4096), (512, 512, 12288),
+          (16, 4608, 3584), (16, 2048, 1408), (128, 4096, 14336)]  # fmt: skip
 TILES = [(64, 32), (64, 64), (64, 128), (128, 64), (128, 128)]
-SPLITS = {1: (0,), 2: (0, 1), 4: (0, 1)}  # split -> how slices are summed: 0 workspace, 1 cluster shared memory
+# split -> how its slices are summed: 0 through the workspace, 1 in the cluster's shared memory
+SPLITS = {1: (0,), 2: (0, 1), 4: (0, 1)}
 
 
 def variants(shape) -> dict[str, dict]:
