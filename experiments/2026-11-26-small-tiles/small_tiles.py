@@ -18,17 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-
-def _evaluate_rows():
-    """The K-heavy experiment's evaluation loop (its `variants.py`), loaded by path."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parent.parent / "2026-11-26-k-heavy" / "variants.py"
-    spec = importlib.util.spec_from_file_location("k_heavy_variants", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.evaluate_rows
-
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "2026-11-26-k-heavy"))
+from variants import evaluate_rows  # noqa: E402  (the K-heavy experiment's evaluation loop)
 
 SHAPES = [(128, 2048, 2048), (128, 4096, 4096), (64, 4096, 4096), (512, 1024, 4096), (256, 2048, 4096),
           (256, 1024, 2048), (512, 512, 4096), (64, 4096, 2048), (128, 2048, 4096), (512, 512, 12288),
@@ -70,7 +61,6 @@ def main(out_dir: str) -> None:
     from hgemm.evaluator.local import LocalEvaluator
 
     family = get_family("wgmma")
-    evaluate_rows = _evaluate_rows()
     rows = []
     with LocalEvaluator() as ev:
         for shape in SHAPES:
