@@ -263,6 +263,27 @@ def test_mid_shape_with_long_k_defaults_to_a_dsmem_split():
     assert q["split_k"] == 8 and q["split_dsmem"] == 0
 
 
+@pytest.mark.parametrize(
+    ("shape", "expect"),
+    [
+        # H100, experiments/2026-11-26-small-tiles: each is the fastest of the configurations measured there
+        ((128, 2048, 2048), (64, 64, 2, 2, 0)),  # 0.85x; the former 64x128 DSMEM split 0.68x
+        ((512, 1024, 4096), (64, 64, 2, 1, 0)),  # unsplit before a split with as many CTAs
+        ((512, 512, 12288), (64, 128, 2, 4, 0)),  # long slices: the wider tile, 0.89x against 0.76x
+        ((64, 4096, 4096), (64, 64, 1, 2, 1)),  # one row of tiles: no cluster, 2 slices in DSMEM
+        ((16, 4608, 3584), (64, 128, 1, 3, 1)),
+    ],
+)
+def test_few_tile_shapes_take_narrow_tiles_with_deep_rings(shape, expect):
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert FAMILY.check(p, Shape(*shape), H100) is None
+    assert (p["bm"], p["bn"], p["cluster_m"], p["split_k"], p["split_dsmem"]) == expect
+    tiles = -(-shape[0] // p["bm"]) * -(-shape[1] // p["bn"])
+    assert tiles * p["split_k"] <= 132
+    deeper = FAMILY.repair({**p, "stages": 16})  # the deepest ring that fits
+    assert p["stages"] == deeper["stages"] and p["stages"] >= 8
+
+
 WIDE = {**BIG, "bn": 192, "stages": 4}  # 128x192 tiles, two consumers: 96 accumulators per thread
 
 

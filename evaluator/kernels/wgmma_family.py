@@ -207,6 +207,7 @@ class WgmmaFamily(Family):
           4096^3 and 8192x8192x4096); where 128x192 tiles need no more columns of waves (waves x tile
           width) than 128x256, ping-pong 128x192 tiles (H100: 3-7% faster on five of six large shapes).
         - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
+        - Too few tiles for the SMs and a long K: `_few_tiles`.
         - Otherwise the tile with the least estimated time: waves (ceil(tiles / #SMs)) x per-tile cost,
           cost = tile area / measured relative efficiency (128x256: 1.0, 128x128: 0.8, 64x128: 0.55,
           64x64: 0.43, from 4096^3 and 8192x8192x4096); 128-row tiles use two consumers, 64-row one.
@@ -241,27 +242,78 @@ class WgmmaFamily(Family):
             # Short K, many tiles: the epilogue costs as much as the main loop, and ping-pong consumers
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
+        rings = (8, 7, 6, 5, 4, 3, 2)
         if (tiles * 2 <= sms and k_blocks >= 24) or (tiles <= sms and k_blocks >= 32):
-            # Narrowest useful tile for split-K: 64 rows (one consumer), as wide as N allows. Up to 4
-            # slices sum in the cluster's shared memory (H200: 2048x256x4096 0.79 -> 0.94x); deeper
-            # splits go through the workspace (1024x128x16384: 8 slices 0.90x there, 0.61x in DSMEM).
-            for sbm, sbn in ((64, 128), (64, 64), (128, 128)):
-                if sbn > 64 * -(-N // 64) or sbm > 64 * -(-M // 64):
-                    continue  # a tile wider than the output only multiplies zero fill
-                stiles = -(-M // sbm) * -(-N // sbn)
-                splits = [s for s in self.space["split_k"] if stiles * s <= sms and k_blocks // s >= 12]
-                if splits and max(splits) > 1:
-                    bm, bn, split = sbm, sbn, max(splits)
-                    params = {**base, "bm": bm, "bn": bn, "consumers": 1 if bm == 64 else 2,
-                              "epilogue": 0, "split_k": split}  # fmt: skip
-                    if split <= 4:
-                        params.update(split_dsmem=1, persistent=0)
-                    break
-        for stages in (8, 7, 6, 5, 4, 3, 2):
+            few = self._few_tiles(M, N, k_blocks, sms)
+            if few is not None:
+                params = {**base, **few}
+                rings = (16, 14, 12, 10, *rings)  # few CTAs per SM: the deepest ring that fits
+        for stages in rings:
             candidate = {**params, "stages": stages}
             if self.check(candidate, shape, gpu) is None:
                 return candidate
         return None
+
+    def _few_tiles(self, M: int, N: int, k_blocks: int, sms: int) -> Params | None:
+        """The tile and split-K for a shape with too few output tiles to fill the GPU, or None (then the tile
+        class stays): the most CTAs (tiles x slices) up to one per SM, each slice at least 12 k-blocks.
+        Fitted to 13 few-tile shapes on the H100 (experiments/2026-11-26-small-tiles, 41 configurations
+        each), where it picks the fastest measured or one within 7% of it; the former rule (below, for
+        taller outputs) was 1.3x slower there on 9 of them.
+
+        - Tiles of 64 rows (one consumer) and 64 or 128 columns, no wider than N allows, the deepest ring.
+        - Equal CTA counts: an unsplit tile (no reduction) first; else, where each slice of the wider tile
+          still has 32 k-blocks, the wider one (half the L2 reads per FLOP: 512x512x12288, 64x128 split 4
+          0.89x against 64x64 split 2 0.76x); else the fewer slices (64x4096x4096: 64x64 split 2 0.89x,
+          64x128 split 4 0.61x).
+        - Outputs at least as wide as tall, of more than one 64-row tile: the 2x1 cluster multicasts the B
+          tile (B is the larger operand there) and the slices sum through the workspace (128x2048x2048:
+          64x64 split 2 0.85x, in the cluster's shared memory 0.82x, the former default 0.68x). One row of
+          tiles: no cluster; up to 3 slices sum in the cluster's shared memory (64x4096x4096: 0.89x against
+          0.77x through the workspace), more through the workspace.
+        - Taller outputs, and shapes no 64-row tile fits: the H200 rule, 64x128 before 64x64 before 128x128,
+          the deepest split, up to 4 slices in DSMEM (2048x256x4096: 0.79 -> 0.94x).
+        """
+        wide = N >= M and M > 64
+        options = []
+        for bm, bn in ((64, 64), (64, 128)):
+            if bn > 64 * -(-N // 64):
+                continue  # a tile wider than the output only multiplies zero fill
+            tiles = -(-M // bm) * -(-N // bn)
+            for split in self.space["split_k"]:
+                if tiles * split <= sms and (split == 1 or k_blocks // split >= 12):
+                    if split > 1 or (bn == 64 and (wide or M <= 64)):
+                        options.append((tiles * split, split, bm, bn))
+        if not options or not wide and M > 64:
+            # The H200 rule: 64x128 before 64x64 before 128x128, the deepest split
+            for bm, bn in ((64, 128), (64, 64), (128, 128)):
+                if bn > 64 * -(-N // 64):
+                    continue
+                tiles = -(-M // bm) * -(-N // bn)
+                splits = [s for s in self.space["split_k"] if tiles * s <= sms and k_blocks // s >= 12]
+                if splits and max(splits) > 1:
+                    split = max(splits)
+                    return {"bm": bm, "bn": bn, "consumers": 1 if bm == 64 else 2, "epilogue": 0, "split_k": split,
+                            **({"split_dsmem": 1, "persistent": 0} if split <= 4 else {})}  # fmt: skip
+            return None
+        most = max(o[0] for o in options)
+        ties = [o for o in options if o[0] == most]
+        unsplit = [o for o in ties if o[1] == 1]
+        deepest = max(ties, key=lambda o: o[1])
+        if unsplit:
+            ctas, split, bm, bn = unsplit[0]
+        elif k_blocks // deepest[1] >= 32:
+            ctas, split, bm, bn = deepest
+        else:
+            ctas, split, bm, bn = min(ties, key=lambda o: o[1])
+        out = {"bm": bm, "bn": bn, "consumers": 1 if bm == 64 else 2, "split_k": split}
+        if split > 1:
+            out["epilogue"] = 0
+        if wide:
+            out["cluster_m"] = 2
+        elif 1 < split <= 3:
+            out.update(split_dsmem=1, persistent=0)
+        return out
 
 
 FAMILIES: dict[str, Family] = {

@@ -7,7 +7,7 @@ evaluates, per shape, tiles 64x32 to 128x128 with the deepest ring that fits, wi
 2 and 4 ways (workspace or, unclustered, the cluster's shared memory). Each configuration is checked by the family
 before it is compiled; the evaluator checks every output. Both modes, the libraries timed alongside.
 
-Usage (one GPU): python small_tiles.py OUT_DIR
+Usage (one GPU): python small_tiles.py OUT_DIR [MxNxK,...]  (default: the shapes below)
 """
 
 from __future__ import annotations
@@ -56,14 +56,14 @@ def variants(shape) -> dict[str, dict]:
     return found
 
 
-def main(out_dir: str) -> None:
+def main(out_dir: str, shapes: list[tuple[int, int, int]]) -> None:
     from hgemm.evaluator.kernels import get_family
     from hgemm.evaluator.local import LocalEvaluator
 
     family = get_family("wgmma")
     rows = []
     with LocalEvaluator() as ev:
-        for shape in SHAPES:
+        for shape in shapes:
             found = variants(shape)
             started = time.monotonic()
             rows += evaluate_rows(ev, family, shape, found)
@@ -79,4 +79,5 @@ def main(out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    given = [tuple(int(x) for x in s.split("x")) for s in sys.argv[2].split(",")] if len(sys.argv) > 2 else SHAPES
+    main(sys.argv[1], given)
