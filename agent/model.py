@@ -268,6 +268,8 @@ class Prediction:
 def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> Prediction:
     """The model's estimate with its parts, for explanation and tests."""
     M, N, K = shape
+    if int(param(params, "swap_ab", 0)):  # the kernel computes C transposed: its M is C's N
+        M, N = N, M
     name = family if isinstance(family, str) else family.name
     fam = None if isinstance(family, str) else family
     peaks = gpu_peaks(gpu)

@@ -27,7 +27,7 @@ from hgemm.core.shape import Shape
 # Each family's Params, field by field, as its header declares them (the parameters' names in the family).
 ORDERS = {
     "wgmma": ("bm", "bn", "stages", "consumers", "group_m", "persistent", "epilogue", "cluster_m", "pingpong",
-              "split_k", "split_dsmem", "epi_panels", "stream_k"),
+              "split_k", "split_dsmem", "epi_panels", "stream_k", "swap_ab"),
     "mma": ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES", "RASTER", "SPLIT_K", "KVEC"),
     "small": ("BM", "BN", "WARPS_M", "WARPS_N", "WARPS_K", "KVEC"),
 }
@@ -121,8 +121,9 @@ def wg_rows(params: dict) -> int:
 
 def walk(space: dict[str, tuple], fam: str = "wgmma") -> tuple[int, int, int]:
     """Every point of a declared space through the compiled rules: (points, accepted, accepted points that
-    break what the formulas promise)."""
+    break what the formulas promise). A parameter the space does not declare takes 0."""
     order = ORDERS[fam]
+    space = {k: space.get(k, (0,)) for k in order}
     arrays = [(ctypes.c_int * len(space[k]))(*space[k]) for k in order]
     values = (ctypes.POINTER(ctypes.c_int) * len(arrays))(*(ctypes.cast(a, ctypes.POINTER(ctypes.c_int)) for a in arrays))
     counts = (ctypes.c_int * len(arrays))(*(len(space[k]) for k in order))

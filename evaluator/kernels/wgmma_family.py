@@ -38,8 +38,11 @@ SPACE: dict[str, tuple] = {
     "split_dsmem": (0, 1),
     "epi_panels": (0, 2),
     "stream_k": (0, 1),
+    # Ct = Bt A^T (A and Bt trade places, C stored transposed): built, not yet measured on a GPU, so the
+    # search does not propose it; an experiment widens the space.
+    "swap_ab": (0,),
 }
-OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0}  # parameters added later: absent means this value
+OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0, "swap_ab": 0}  # parameters added later: absent means this value
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
 # relative to 128x256 with a 2x1 cluster (H200, experiments/NOTES.md).
 TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
@@ -164,12 +167,15 @@ class WgmmaFamily(Family):
         return math.prod(factors[name] ** v for name, v in zip(TIME_FEATURES, values, strict=True))
 
     def repair(self, params: Params) -> Params:
-        """Fill parameters added later, then make the switches agree: split-K writes no TMA-staged
+        """Fill parameters added later, then make the switches agree: swap_ab stores C from the registers
+        or the workspace (epilogue=0, no DSMEM split, no stream-K, no ping-pong), split-K writes no TMA-staged
         C (epilogue=0), split_dsmem only with a split (and then one CTA per unit, no multicast, no
         ping-pong), stream-K instead of split-K and only with persistent cooperative consumers, ping-pong
         with two consumers, three consumers exactly for 192-row tiles (64 rows each, at most 192 columns: a
         move from 128x256 lands on 192x128), and the deepest ring <= `stages` that fits."""
         p = {**OPTIONAL, **params}
+        if p["swap_ab"]:  # C stored transposed from the registers or the workspace
+            p.update(epilogue=0, split_dsmem=0, stream_k=0, pingpong=0)
         if p["stream_k"]:
             p.update(split_k=1, persistent=1, pingpong=0)
         if p["split_k"] == 1:

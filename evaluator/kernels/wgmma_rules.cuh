@@ -10,7 +10,7 @@ constexpr long long WORKSPACE_BYTES = 64ll << 20;     // the contract's workspac
 
 struct Params {
   int bm, bn, stages, consumers, group_m, persistent, epilogue, cluster_m, pingpong, split_k, split_dsmem,
-      epi_panels, stream_k;
+      epi_panels, stream_k, swap_ab;
 };
 
 constexpr int wg_rows(const Params& p) { return p.pingpong ? p.bm : p.bm / p.consumers; }  // rows per consumer
@@ -54,6 +54,10 @@ constexpr const char* violation(const Params& p) {
   if (p.epi_panels && (!p.epilogue || p.split_k > 1)) return "epi_panels stages C panels for the TMA store: epilogue=1, split_k=1";
   if (p.stream_k && (!p.persistent || p.split_k > 1 || p.pingpong || p.consumers > 2))
     return "stream_k needs persistent=1, split_k=1, pingpong=0, consumers <= 2";
+  if (p.swap_ab != 0 && p.swap_ab != 1) return "SWAP_AB must be 0 or 1";
+  if (p.swap_ab && (p.epilogue || p.split_dsmem || p.stream_k || p.pingpong))
+    return "swap_ab stores C transposed from the registers or the workspace: epilogue=0, split_dsmem=0, stream_k=0, "
+           "pingpong=0 (its element stores spill a ping-pong consumer's registers)";
   if (wg_rows(p) != 64 && wg_rows(p) != 128) return "tile rows per consumer warpgroup must be 64 or 128";
   if (accumulators(p) > max_accumulators(p)) return "too many accumulator registers per consumer thread";
   if (p.cluster_m > 1 && (p.bn / p.cluster_m) % 8) return "a multicast slice must be whole 8-row swizzle groups";

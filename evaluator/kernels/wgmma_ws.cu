@@ -13,7 +13,9 @@
 // launched as a programmatic dependent launch; with HG_SPLIT_DSMEM a tile's slices run as one cluster
 // and sum through distributed shared memory instead. HG_STREAM_K cuts the tiles of the last partial
 // wave, plus one full wave, into equal k-block ranges, one per persistent CTA, handed over through the
-// workspace with release/acquire flags.
+// workspace with release/acquire flags. HG_SWAP_AB computes the transposed product Ct = Bt * A^T: Bt is the
+// kernel's A and A its Bt (both K-major already), so the short side of a small-M shape is the tile's N and
+// the 2x1 cluster multicasts A; C is stored transposed from the registers (or the fp32 partials are).
 //
 // Invariants:
 // - Every rule on the parameters and on the shapes, and every resource formula the search also needs
@@ -33,7 +35,8 @@
 // Every parameter comes from the family's render (hgemm.evaluator.kernels): defaults live there only.
 #if !defined(HG_BM) || !defined(HG_BN) || !defined(HG_STAGES) || !defined(HG_CONSUMERS) || !defined(HG_GROUP_M) || \
     !defined(HG_PERSISTENT) || !defined(HG_EPILOGUE) || !defined(HG_CLUSTER_M) || !defined(HG_PINGPONG) ||          \
-    !defined(HG_SPLIT_K) || !defined(HG_SPLIT_DSMEM) || !defined(HG_EPI_PANELS) || !defined(HG_STREAM_K)
+    !defined(HG_SPLIT_K) || !defined(HG_SPLIT_DSMEM) || !defined(HG_EPI_PANELS) || !defined(HG_STREAM_K) ||        \
+    !defined(HG_SWAP_AB)
 #error "wgmma: every HG_ parameter must be defined (render the family)"
 #endif
 
@@ -43,7 +46,7 @@
 namespace hgw_cfg {
 constexpr wgmma_rules::Params P{HG_BM,      HG_BN,       HG_STAGES,   HG_CONSUMERS,   HG_GROUP_M,
                                 HG_PERSISTENT, HG_EPILOGUE, HG_CLUSTER_M, HG_PINGPONG,  HG_SPLIT_K,
-                                HG_SPLIT_DSMEM, HG_EPI_PANELS, HG_STREAM_K};
+                                HG_SPLIT_DSMEM, HG_EPI_PANELS, HG_STREAM_K, HG_SWAP_AB};
 static_assert(wgmma_rules::violation(P) == nullptr, "these parameters break a rule of wgmma_rules.cuh");
 // (Every constant below is used by the sm_90a kernel; the other targets compile an empty kernel.)
 [[maybe_unused]] constexpr int BM = HG_BM;
@@ -65,6 +68,8 @@ static_assert(wgmma_rules::violation(P) == nullptr, "these parameters break a ru
 [[maybe_unused]] constexpr bool B_MULTICAST = CLUSTER_M > 1;
 [[maybe_unused]] constexpr int B_SLICE = B_MULTICAST ? BN / CLUSTER_M : BN;  // Bt rows per TMA load (the tmB box)
 [[maybe_unused]] constexpr bool STREAM_K = HG_STREAM_K != 0;  // last tiles split into equal k-block ranges per CTA
+// The kernel computes Ct (its M is C's N, its N is C's M) and stores it transposed.
+[[maybe_unused]] constexpr bool SWAP_AB = HG_SWAP_AB != 0;
 [[maybe_unused]] constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two panels
 [[maybe_unused]] constexpr int C_PANEL = wgmma_rules::c_panel(P);  // columns per C panel (one TMA store box)
 [[maybe_unused]] constexpr int C_COLS = wgmma_rules::c_cols(P);  // staged columns per consumer
@@ -268,18 +273,34 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   (void)wg;
   (void)panels;
   for_each_pair(acc, wg_thread, [&](int r, int c, float x, float y) {
-    if (row0 + r < M && col0 + c < N)  // N % 8 == 0: a pair is wholly inside or wholly outside
-      *reinterpret_cast<__half2*>(C + static_cast<size_t>(row0 + r) * N + col0 + c) = __floats2half2_rn(x, y);
+    if constexpr (SWAP_AB) {
+      // (row, col) of Ct is C[col][row], and a row of C holds M halves; N (C's M) may be odd.
+      if (row0 + r < M) {
+        if (col0 + c < N) C[static_cast<size_t>(col0 + c) * M + row0 + r] = __float2half_rn(x);
+        if (col0 + c + 1 < N) C[static_cast<size_t>(col0 + c + 1) * M + row0 + r] = __float2half_rn(y);
+      }
+    } else {
+      if (row0 + r < M && col0 + c < N)  // N % 8 == 0: a pair is wholly inside or wholly outside
+        *reinterpret_cast<__half2*>(C + static_cast<size_t>(row0 + r) * N + col0 + c) = __floats2half2_rn(x, y);
+    }
   });
 #endif
 }
 
-// Split-K epilogue: the fp32 partial of rows [row0, row0 + WG_ROWS) goes to P (row-major M x N).
+// Split-K epilogue: the fp32 partial of rows [row0, row0 + WG_ROWS) goes to P (row-major M x N; with
+// HG_SWAP_AB in C's layout, N x M, so the reduction stays a sum of flat arrays).
 __device__ __forceinline__ void store_partial(float (&acc)[M_ITERS][BN / 2], float* P, int row0, int col0, int M,
                                               int N, int wg_thread) {
   for_each_pair(acc, wg_thread, [&](int r, int c, float x, float y) {
-    if (row0 + r < M && col0 + c < N)
-      *reinterpret_cast<float2*>(P + static_cast<size_t>(row0 + r) * N + col0 + c) = make_float2(x, y);
+    if constexpr (SWAP_AB) {
+      if (row0 + r < M) {
+        if (col0 + c < N) P[static_cast<size_t>(col0 + c) * M + row0 + r] = x;
+        if (col0 + c + 1 < N) P[static_cast<size_t>(col0 + c + 1) * M + row0 + r] = y;
+      }
+    } else {
+      if (row0 + r < M && col0 + c < N)
+        *reinterpret_cast<float2*>(P + static_cast<size_t>(row0 + r) * N + col0 + c) = make_float2(x, y);
+    }
   });
 }
 
@@ -658,13 +679,18 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   if (partial_bytes(M, N) > workspace_bytes || (SPLIT_K > 1 && !DSMEM && workspace == nullptr))
     return static_cast<int>(cudaErrorInvalidValue);
   float* partial = static_cast<float*>(workspace);
-  CUtensorMap tmA, tmB, tmC;
-  if (!make_map(&tmA, A, M, K, BM) || !make_map(&tmB, Bt, N, K, B_SLICE) || !make_map(&tmC, C, M, N, WG_ROWS, C_PANEL))
+  // The kernel's operands and extents: with HG_SWAP_AB it computes Ct (mk = N rows of Bt, nk = M rows of A).
+  const __half* a_op = SWAP_AB ? Bt : A;
+  const __half* b_op = SWAP_AB ? A : Bt;
+  const int mk = SWAP_AB ? N : M, nk = SWAP_AB ? M : N;
+  CUtensorMap tmA, tmB, tmC;  // tmC: C as it is (only the TMA-store epilogue uses it, never with HG_SWAP_AB)
+  if (!make_map(&tmA, a_op, mk, K, BM) || !make_map(&tmB, b_op, nk, K, B_SLICE) ||
+      !make_map(&tmC, C, M, N, WG_ROWS, C_PANEL))
     return static_cast<int>(cudaErrorInvalidValue);
   cudaError_t e = cudaFuncSetAttribute(hgemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return static_cast<int>(e);
-  const int m_units = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
-  const int tiles = m_units * CLUSTER_M * ((N + BN - 1) / BN) * SPLIT_K;  // CTA work units; a multiple of CLUSTER_M
+  const int m_units = (mk + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
+  const int tiles = m_units * CLUSTER_M * ((nk + BN - 1) / BN) * SPLIT_K;  // CTA work units; a multiple of CLUSTER_M
   cudaLaunchConfig_t cfg = {};
   cfg.blockDim = dim3(THREADS, 1, 1);
   cfg.dynamicSmemBytes = SMEM_BYTES;
@@ -703,7 +729,7 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
       return static_cast<int>(cudaErrorInvalidValue);
   }
   cfg.gridDim = dim3(grid, 1, 1);
-  e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, partial, M, N, K);
+  e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, partial, mk, nk, K);
   if (e != cudaSuccess) return static_cast<int>(e);
   if (SPLIT_K > 1 && !DSMEM) {
     const size_t mn = static_cast<size_t>(M) * N;  // N % 8 == 0, so mn % 4 == 0

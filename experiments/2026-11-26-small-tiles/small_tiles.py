@@ -56,15 +56,19 @@ def variants(shape) -> dict[str, dict]:
     return found
 
 
-def main(out_dir: str, shapes: list[tuple[int, int, int]]) -> None:
+def main(out_dir: str, shapes: list[tuple[int, int, int]], family=None, configurations=None,
+         name: str = "small-tiles.json") -> None:  # fmt: skip
+    """Evaluate `configurations(shape)` (default: `variants`) with `family` (default: wgmma) on every shape,
+    print the fastest five and the default, and rewrite OUT_DIR/`name` after each shape."""
     from hgemm.evaluator.kernels import get_family
     from hgemm.evaluator.local import LocalEvaluator
 
-    family = get_family("wgmma")
+    family = family or get_family("wgmma")
+    configurations = configurations or variants
     rows = []
     with LocalEvaluator() as ev:
         for shape in shapes:
-            found = variants(shape)
+            found = configurations(shape)
             started = time.monotonic()
             rows += evaluate_rows(ev, family, shape, found)
             mine = [r for r in rows if r["shape"] == list(shape)]
@@ -75,7 +79,7 @@ def main(out_dir: str, shapes: list[tuple[int, int, int]]) -> None:
             for r in ranked[:5] + [r for r in ranked[5:] if r["variant"] == "default"]:
                 print(f"  {r['variant']:30s} offline {r['offline']['us']:7.2f} us ({r['offline']['speedup_best']:.3f}x)"
                       f"  server {r['server']['us']:7.2f} us ({r['server']['speedup_best']:.3f}x)", flush=True)  # fmt: skip
-            Path(out_dir, "small-tiles.json").write_text(json.dumps(rows, indent=1))
+            Path(out_dir, name).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
