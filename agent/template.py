@@ -11,7 +11,7 @@ moves, crossover and random samples, ranked by `agent.model.predict_us` scaled b
   so the model's blind spots still get measured.
 - A family measured `FAMILY_GIVE_UP` times slower than the shape's best gets no further options (its
   configurations stop being parents, and its favourites and random samples stay out of the pool); one that lost
-  by as much on each of the `NEARBY_EVIDENCE` nearest shapes this GPU has measured is not tried at all, unless
+  by `NEARBY_BEHIND` on each of the `NEARBY_EVIDENCE` nearest shapes this GPU has measured is not tried at all, unless
   it is measured on this shape or no other family can run it.
 - The model's own favourites join the pool: every structure of a family (its non-`tuning` parameters, repaired)
   is predicted once per shape, and the `model_seeds` fastest of each family enter as options, so a search can
@@ -58,10 +58,14 @@ REACH_FLOOR_US = 20.0
 # grid searched at 8 evaluations on 2026-11-26: mma_ms measured 2.1-3.4x slower than wgmma on every one, and
 # still took 2 of each shape's 8 evaluations).
 FAMILY_GIVE_UP = 2.0
-# A family that lost by FAMILY_GIVE_UP on each of this many nearest shapes this GPU has measured is not tried on
+# A family that lost by NEARBY_BEHIND on each of this many nearest shapes this GPU has measured is not tried on
 # the shape at all (unless it is measured there, or no other family can run the shape): on large shapes its
-# default alone would take one evaluation in eight.
+# default alone would take one evaluation in eight. On the H100's full-grid archive of 2026-11-26 (846 shapes,
+# 7328 search evaluations, the retriever's own shape distance), 1.25 rules out 862 (shape, family) pairs that took
+# 1130 evaluations, and never the family that was fastest on the shape; 2.0 ruled out 117 pairs, 146 evaluations
+# (experiments/2026-11-26-nearby-evidence).
 NEARBY_EVIDENCE = 3
+NEARBY_BEHIND = 1.25
 # A template change moves a configuration's time by a few percent: only configurations measured within
 # this factor of the shape's best are worth measuring again as they render now.
 REFRESH_WITHIN = 1.10
@@ -138,10 +142,10 @@ def _record_time(rec: EvalRecord) -> float | None:
     return t if t is not None else rec.median_us("server")
 
 
-def _far_behind(fastest: dict[str, float]) -> set[str]:
-    """The families whose fastest time (`fastest`: family -> us) is `FAMILY_GIVE_UP` times the fastest of all."""
+def _far_behind(fastest: dict[str, float], factor: float = FAMILY_GIVE_UP) -> set[str]:
+    """The families whose fastest time (`fastest`: family -> us) is `factor` times the fastest of all."""
     top = min(fastest.values(), default=math.inf)
-    return {family for family, t in fastest.items() if t >= FAMILY_GIVE_UP * top}
+    return {family for family, t in fastest.items() if t >= factor * top}
 
 
 def _in_space(space: dict[str, tuple], params: dict[str, Any]) -> bool:
@@ -294,7 +298,7 @@ class TemplateProposer:
         return seeds
 
     def _ruled_out_nearby(self, ctx: ProposalContext, hits: list[dict[str, Any]]) -> set[str]:
-        """Families that lost by `FAMILY_GIVE_UP` on each of the `NEARBY_EVIDENCE` nearest shapes this GPU has
+        """Families that lost by `NEARBY_BEHIND` on each of the `NEARBY_EVIDENCE` nearest shapes this GPU has
         measured (`hits` are nearest first); none where fewer shapes are near, or where a family that won
         there cannot run this shape (the evidence is of a race this shape does not hold)."""
         near = [h for h in hits if h.get("gpu") == ctx.gpu.name][:NEARBY_EVIDENCE]
@@ -310,7 +314,7 @@ class TemplateProposer:
                     fastest[fam] = min(float(t), fastest.get(fam, math.inf))
             if not fastest or min(fastest, key=lambda fam: (fastest[fam], fam)) not in runnable:
                 return set()
-            verdicts.append(_far_behind(fastest))
+            verdicts.append(_far_behind(fastest, NEARBY_BEHIND))
         return set.intersection(*verdicts)
 
     def _retrieve(self, ctx: ProposalContext) -> list[dict[str, Any]]:

@@ -610,9 +610,11 @@ class _Near:
         return out
 
 
-@pytest.mark.parametrize("factor, ruled_out", [(2.5, True), (1.5, False)])
-def test_a_family_that_lost_by_twice_on_the_nearest_shapes_is_not_tried(factor, ruled_out):
-    from hgemm.agent.template import NEARBY_EVIDENCE
+@pytest.mark.parametrize("factor, ruled_out", [(2.5, True), (1.3, True), (1.2, False)])
+def test_a_family_that_lost_on_each_of_the_nearest_shapes_is_not_tried(factor, ruled_out):
+    from hgemm.agent.template import NEARBY_BEHIND, NEARBY_EVIDENCE
+
+    assert (factor >= NEARBY_BEHIND) == ruled_out
 
     near = [Shape(8192, 8192, 4096), Shape(8192, 8192, 2048), Shape(4096, 8192, 4096)][:NEARBY_EVIDENCE]
     archive = _archive_with_mma_behind(near, factor)
