@@ -121,9 +121,8 @@ def wg_rows(params: dict) -> int:
 
 def walk(space: dict[str, tuple], fam: str = "wgmma") -> tuple[int, int, int]:
     """Every point of a declared space through the compiled rules: (points, accepted, accepted points that
-    break what the formulas promise). A parameter the space does not declare takes 0."""
+    break what the formulas promise)."""
     order = ORDERS[fam]
-    space = {k: space.get(k, (0,)) for k in order}
     arrays = [(ctypes.c_int * len(space[k]))(*space[k]) for k in order]
     values = (ctypes.POINTER(ctypes.c_int) * len(arrays))(*(ctypes.cast(a, ctypes.POINTER(ctypes.c_int)) for a in arrays))
     counts = (ctypes.c_int * len(arrays))(*(len(space[k]) for k in order))

@@ -304,15 +304,8 @@ class WgmmaFamily(Family):
                             **({"split_dsmem": 1, "persistent": 0} if split <= 4 else {})}  # fmt: skip
             return None
         most = max(o[0] for o in options)
-        ties = [o for o in options if o[0] == most]
-        unsplit = [o for o in ties if o[1] == 1]
-        deepest = max(ties, key=lambda o: o[1])
-        if unsplit:
-            ctas, split, bm, bn = unsplit[0]
-        elif k_blocks // deepest[1] >= 32:
-            ctas, split, bm, bn = deepest
-        else:
-            ctas, split, bm, bn = min(ties, key=lambda o: o[1])
+        ties = sorted((o for o in options if o[0] == most), key=lambda o: o[1])  # fewest slices first
+        _, split, bm, bn = ties[-1] if ties[0][1] > 1 and k_blocks // ties[-1][1] >= 32 else ties[0]
         out = {"bm": bm, "bn": bn, "consumers": 1 if bm == 64 else 2, "split_k": split}
         if split > 1:
             out["epilogue"] = 0

@@ -11,11 +11,10 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from variants import evaluate_rows  # noqa: E402  (this folder's other script)
+from variants import evaluate_shape  # noqa: E402  (this folder's other script)
 
 SHAPES = [(1024, 1024, 12288), (2048, 512, 12288), (1024, 256, 16384), (256, 4096, 16384), (128, 2048, 2048),
           (64, 4096, 4096), (128, 4096, 4096), (256, 1024, 2048)]  # fmt: skip
@@ -58,14 +57,8 @@ def main(out_dir: str) -> None:
     rows = []
     with LocalEvaluator() as ev:
         for shape in SHAPES:
-            found = variants(shape)
-            names = list(found)
-            started = time.monotonic()
-            rows += evaluate_rows(ev, family, shape, found)
-            mine = [r for r in rows if r["shape"] == list(shape)]
-            bad = [r["variant"] + ": " + str(r["failure"]) for r in mine if not r["ok"]]
-            print(f"{'x'.join(map(str, shape))}: {len(names)} variants in {time.monotonic() - started:.0f} s; "
-                  f"failed: {bad or 'none'}", flush=True)  # fmt: skip
+            mine = evaluate_shape(ev, family, shape, variants(shape))
+            rows += mine
             for label in MODES.values():
                 best = sorted((r for r in mine if r["offline"] and r["variant"].endswith(label)),
                               key=lambda r: r["offline"]["us"])[:2]  # fmt: skip

@@ -66,6 +66,16 @@ def evaluate_rows(ev, family, shape, found: dict[str, dict]) -> list[dict]:
     return rows
 
 
+def evaluate_shape(ev, family, shape, found: dict[str, dict]) -> list[dict]:
+    """`evaluate_rows` for one shape, timed, with a line naming the shape, its variant count and its failures."""
+    started = time.monotonic()
+    rows = evaluate_rows(ev, family, shape, found)
+    bad = [r["variant"] + ": " + str(r["failure"]) for r in rows if not r["ok"]]
+    print(f"{'x'.join(map(str, shape))}: {len(found)} variants in {time.monotonic() - started:.0f} s; "
+          f"failed: {bad or 'none'}", flush=True)  # fmt: skip
+    return rows
+
+
 def main(out_dir: str) -> None:
     from hgemm.evaluator.kernels import get_family
     from hgemm.evaluator.local import LocalEvaluator

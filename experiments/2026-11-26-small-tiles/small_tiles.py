@@ -15,11 +15,10 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "2026-11-26-k-heavy"))
-from variants import evaluate_rows  # noqa: E402  (the K-heavy experiment's evaluation loop)
+from variants import evaluate_shape  # noqa: E402  (the K-heavy experiment's evaluation loop)
 
 SHAPES = [(128, 2048, 2048), (128, 4096, 4096), (64, 4096, 4096), (512, 1024, 4096), (256, 2048, 4096),
           (256, 1024, 2048), (512, 512, 4096), (64, 4096, 2048), (128, 2048, 4096), (512, 512, 12288),
@@ -68,13 +67,8 @@ def main(out_dir: str, shapes: list[tuple[int, int, int]], family=None, configur
     rows = []
     with LocalEvaluator() as ev:
         for shape in shapes:
-            found = configurations(shape)
-            started = time.monotonic()
-            rows += evaluate_rows(ev, family, shape, found)
-            mine = [r for r in rows if r["shape"] == list(shape)]
-            bad = [r["variant"] + ": " + str(r["failure"]) for r in mine if not r["ok"]]
-            print(f"{'x'.join(map(str, shape))}: {len(found)} variants in {time.monotonic() - started:.0f} s; "
-                  f"failed: {bad or 'none'}", flush=True)  # fmt: skip
+            mine = evaluate_shape(ev, family, shape, configurations(shape))
+            rows += mine
             ranked = sorted((r for r in mine if r["offline"]), key=lambda r: r["offline"]["us"])
             for r in ranked[:5] + [r for r in ranked[5:] if r["variant"] == "default"]:
                 print(f"  {r['variant']:30s} offline {r['offline']['us']:7.2f} us ({r['offline']['speedup_best']:.3f}x)"
