@@ -32,6 +32,7 @@ from hgemm.evaluator.cudart import CudaError, Runtime
 
 WORKSPACE_BYTES = 64 << 20
 EARLY_WRITER_CYCLES = 200_000  # how long the predecessor of a dependent-launch check spins (about 0.1 ms)
+EARLY_WRITER_CAP = 200_000_000  # ... after the call is enqueued; it waits for that at most this long (0.1 s)
 _c = ctypes
 
 
@@ -56,7 +57,7 @@ class Shim:
             "hg_witness": [vp, i32, i32, u64, vp, vp, vp, vp],
             "hg_gen_matvec": [i32, i32, u64, f32, vp, vp, vp],
             "hg_spin": [i64, vp],
-            "hg_early_writer": [vp, vp, sz, i64, vp],
+            "hg_early_writer": [vp, vp, sz, i64, vp, i64, vp],
         }
         for name, args in signatures.items():
             fn = getattr(lib, name)
@@ -205,6 +206,7 @@ class Session:
         self.shim = Shim(shim)
         self.flush_bytes = max(2 * int(l2_bytes), 64 << 20)
         self.flush_ptr = self.rt.malloc(self.flush_bytes)
+        self.go, self.side = self.rt.malloc(256), self.rt.stream_create()  # the early writer's gate
         try:
             self.lib = _c.CDLL(lib, mode=_c.RTLD_LOCAL)
             run = self.lib.hgemm_run
@@ -237,10 +239,16 @@ class Session:
         return {"rc": 0}
 
     def call_after_writer(self, slot: int = 0, cycles: int = EARLY_WRITER_CYCLES) -> dict:
-        """A kernel that lets dependents launch early, then copies `stage` into the A slot; then the call."""
+        """A kernel that lets dependents launch early and copies `stage` into the A slot only after the call
+        has been enqueued (a flag set from a second stream once `hgemm_run` returns) and `cycles` more; then
+        the call. Without that gate, a host slower than the writer's spin would let a cheat pass."""
         a = self.buf["A"] + 2 * slot * self.M * self.K
-        self.shim.early_writer(self.buf["stage"], a, self.M * self.K, cycles, self.stream)
+        self.rt.memset_async(self.go, 0, 4, self.stream)
+        self.rt.stream_sync(self.stream)
+        self.shim.early_writer(self.buf["stage"], a, self.M * self.K, cycles, self.go, EARLY_WRITER_CAP,
+                               self.stream)
         rc = self._call(slot)
+        self.rt.memset_async(self.go, 1, 4, self.side)
         self.rt.device_sync()
         return {"rc": rc}
 

@@ -161,10 +161,10 @@ def test_a_move_that_frees_shared_memory_also_comes_with_the_deeper_ring():
 
 
 def test_neighbour_moves_are_repaired_into_valid_configurations():
-    # 2048 x 256 x 4096: the wgmma default splits K in two inside a cluster (split_dsmem). The move
+    # 4096 x 64 x 8192: the wgmma default splits K in two inside a cluster (split_dsmem). The move
     # split_k 2 -> 1 alone would leave split_dsmem=1, which check refuses; repair clears it, so the
     # search still reaches the unsplit kernels from that seed.
-    shape = Shape(2048, 256, 4096)
+    shape = Shape(4096, 64, 8192)
     p = TemplateProposer({"wgmma": FAMILIES["wgmma"]}, seed=0, explore=0.0, random_samples=0)
     proposed, _ = drive(p, StandinEvaluator(), shape, rounds=3)
     wgmma = [c for c in proposed if c.family == "wgmma"]

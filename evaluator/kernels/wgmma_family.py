@@ -38,9 +38,8 @@ SPACE: dict[str, tuple] = {
     "split_dsmem": (0, 1),
     "epi_panels": (0, 2),
     "stream_k": (0, 1),
-    # Ct = Bt A^T (A and Bt trade places, C stored transposed): built, not yet measured on a GPU, so the
-    # search does not propose it; an experiment widens the space.
-    "swap_ab": (0,),
+    # Ct = Bt A^T (A and Bt trade places, C stored transposed; experiments/2026-11-26-swap-ab)
+    "swap_ab": (0, 1),
 }
 OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0, "swap_ab": 0}  # parameters added later: absent means this value
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
@@ -214,7 +213,8 @@ class WgmmaFamily(Family):
           4096^3 and 8192x8192x4096); where 128x192 tiles need no more columns of waves (waves x tile
           width) than 128x256, ping-pong 128x192 tiles (H100: 3-7% faster on five of six large shapes).
         - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
-        - Too few tiles for the SMs and a long K: `_few_tiles`.
+        - Too few tiles for the SMs and a long K: `_few_tiles`; taller outputs 256 or more wide, the
+          transposed product (`_tall_swapped`).
         - Otherwise the tile with the least estimated time: waves (ceil(tiles / #SMs)) x per-tile cost,
           cost = tile area / measured relative efficiency (128x256: 1.0, 128x128: 0.8, 64x128: 0.55,
           64x64: 0.43, from 4096^3 and 8192x8192x4096); 128-row tiles use two consumers, 64-row one.
@@ -255,6 +255,11 @@ class WgmmaFamily(Family):
             if few is not None:
                 params = {**base, **few}
                 rings = (16, 14, 12, 10, *rings)  # few CTAs per SM: the deepest ring that fits
+            swapped = self._tall_swapped(M, N, k_blocks, sms) if 256 <= N < M else None
+            for stages in (16, 14, 12, 10, 8) if swapped else ():
+                candidate = {**base, **swapped, "stages": stages}
+                if self.check(candidate, shape, gpu) is None:
+                    return candidate
         for stages in rings:
             candidate = {**params, "stages": stages}
             if self.check(candidate, shape, gpu) is None:
@@ -314,6 +319,39 @@ class WgmmaFamily(Family):
         elif 1 < split <= 3:
             out.update(split_dsmem=1, persistent=0)
         return out
+
+    def _tall_swapped(self, M: int, N: int, k_blocks: int, sms: int) -> Params | None:
+        """For a few-tile output taller than wide, the transposed product's tile and split, or None: the
+        kernel's M is C's N, so the 2x1 cluster multicasts A, the larger operand. Measured on the H100
+        (experiments/2026-11-26-swap-ab, 61 configurations each), where it picks the fastest one:
+        2048x512x4096 0.73 -> 0.87x, 2048x256x8192 0.82 -> 0.88x, 2048x256x4096 0.80 -> 0.86x,
+        1024x512x4096 0.67 -> 0.79x offline. Measured on outputs 256 and 512 wide only: narrower ones keep
+        the rule of `_few_tiles`.
+
+        - Kernel tiles 64x64, 128x64 or 64x128 (kernel rows along C's columns), two tile rows at least
+          (the cluster's pair), split K through the workspace; the most CTAs up to one per SM, each slice
+          at least 12 k-blocks.
+        - Equal CTA counts: 128x64 where each slice keeps 64 k-blocks (2048x256x8192: 128x64 split 2 0.88x
+          against 64x64 unsplit 0.83x), else the fewest slices (2048x256x4096: 64x64 unsplit 0.86x, 128x64
+          split 2 0.84x).
+        """
+        options = []
+        for bm, bn in ((128, 64), (64, 64), (64, 128)):
+            rows = -(-N // bm)
+            if rows < 2 or bn > 64 * -(-M // 64):
+                continue
+            tiles = rows * -(-M // bn)
+            for split in self.space["split_k"]:
+                if tiles * split <= sms and (split == 1 or k_blocks // split >= 12):
+                    options.append((tiles * split, split, bm, bn))
+        if not options:
+            return None
+        most = max(o[0] for o in options)
+        ties = [o for o in options if o[0] == most]
+        wide_rows = [o for o in ties if o[2] == 128 and k_blocks // o[1] >= 64]
+        _, split, bm, bn = wide_rows[0] if wide_rows else min(ties, key=lambda o: (o[1], o[3]))
+        return {"bm": bm, "bn": bn, "consumers": 1 if bm == 64 else 2, "split_k": split, "epilogue": 0,
+                "cluster_m": 2, "swap_ab": 1}  # fmt: skip
 
 
 FAMILIES: dict[str, Family] = {

@@ -5,7 +5,8 @@
 // - hg_witness reduces each row of an output against a vector drawn from its own seed: the judge checks
 //   every timed launch's output through these row sums without copying the outputs.
 // - hg_early_writer lets the next kernel on the stream launch before it has written its output
-//   (programmatic dependent launch): a kernel that reads its inputs without waiting sees stale values.
+//   (programmatic dependent launch), and writes only once the next call is enqueued: a kernel that reads
+//   its inputs without waiting sees stale values, however long the host took to launch it.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -120,13 +121,23 @@ __global__ void spin_kernel(long long cycles) {
   }
 }
 
-__global__ void early_writer_kernel(const uint16_t* src, uint16_t* dst, size_t n, long long cycles) {
+// Lets dependents launch, waits until the runner says the call after it has been enqueued (`go`, set from
+// another stream; at most `cap` cycles), spins `cycles` more so that a dependent that does not wait runs
+// meanwhile, then copies `src` into `dst`.
+__global__ void early_writer_kernel(const uint16_t* src, uint16_t* dst, size_t n, long long cycles,
+                                    const volatile int* go, long long cap) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  long long start = clock64();
-  while (clock64() - start < cycles) {
+  if (threadIdx.x == 0) {
+    long long start = clock64();
+    while (*go == 0 && clock64() - start < cap) {
+    }
+    start = clock64();
+    while (clock64() - start < cycles) {
+    }
   }
+  __syncthreads();
   for (size_t i = grid_index(); i < n; i += grid_stride()) dst[i] = src[i];
 }
 
@@ -183,8 +194,9 @@ int hg_spin(long long cycles, cudaStream_t s) {
   return (int)cudaGetLastError();
 }
 
-int hg_early_writer(const void* src, void* dst, size_t n, long long cycles, cudaStream_t s) {
-  early_writer_kernel<<<8, 256, 0, s>>>((const uint16_t*)src, (uint16_t*)dst, n, cycles);
+int hg_early_writer(const void* src, void* dst, size_t n, long long cycles, const void* go, long long cap,
+                    cudaStream_t s) {
+  early_writer_kernel<<<8, 256, 0, s>>>((const uint16_t*)src, (uint16_t*)dst, n, cycles, (const volatile int*)go, cap);
   return (int)cudaGetLastError();
 }
 
