@@ -284,6 +284,23 @@ def test_tall_few_tile_shapes_default_to_the_transposed_product(shape, expect):
 @pytest.mark.parametrize(
     ("shape", "expect"),
     [
+        # H100, experiments/2026-11-26-square: each is the fastest of the 113 configurations measured there
+        ((512, 2048, 4096), (128, 64, 2)),  # 1.07x; the former default (128x128 split 2 in DSMEM) 0.79x
+        ((256, 4096, 4096), (128, 64, 2)),  # 1.13x; the former default 0.80x
+        ((1024, 1024, 4096), (64, 128, 1)),  # 0.83x; the former default 0.73x
+        ((128, 8192, 4096), (64, 128, 1)),  # 0.98x; one row of 128-row tiles: 64 rows
+    ],
+)
+def test_wide_outputs_one_wave_of_8192_element_tiles_cover_go_unsplit(shape, expect):
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert FAMILY.check(p, Shape(*shape), H100) is None
+    assert (p["bm"], p["bn"], p["consumers"]) == expect
+    assert (p["cluster_m"], p["epilogue"], p["split_k"], p.get("swap_ab", 0)) == (2, 1, 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "expect"),
+    [
         # H100, experiments/2026-11-26-small-tiles: each is the fastest of the configurations measured there
         ((128, 2048, 2048), (64, 64, 2, 2, 0)),  # 0.85x; the former 64x128 DSMEM split 0.68x
         ((512, 1024, 4096), (64, 64, 2, 1, 0)),  # unsplit before a split with as many CTAs

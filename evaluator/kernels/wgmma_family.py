@@ -278,6 +278,8 @@ class WgmmaFamily(Family):
           still has 32 k-blocks, the wider one (half the L2 reads per FLOP: 512x512x12288, 64x128 split 4
           0.89x against 64x64 split 2 0.76x); else the fewer slices (64x4096x4096: 64x64 split 2 0.89x,
           64x128 split 4 0.61x).
+        - Outputs at least as wide as tall that one wave of 64x128 tiles covers, and 64x64 tiles do not:
+          unsplit 128x64 or 64x128 tiles (below).
         - Outputs at least as wide as tall, of more than one 64-row tile: the 2x1 cluster multicasts the B
           tile (B is the larger operand there) and the slices sum through the workspace (128x2048x2048:
           64x64 split 2 0.85x, in the cluster's shared memory 0.82x, the former default 0.68x). One row of
@@ -287,6 +289,14 @@ class WgmmaFamily(Family):
           the deepest split, up to 4 slices in DSMEM (2048x256x4096: 0.79 -> 0.94x).
         """
         wide = N >= M and M > 64
+        if wide and -(-M // 64) * -(-N // 64) > sms >= -(-M // 64) * -(-N // 128):
+            # One wave of 8192-element tiles, unsplit, the 2x1 cluster, C through the TMA store: outputs
+            # twice as wide as tall or more in 128x64 tiles (H100: 512x2048x4096 0.79 -> 1.07x, 256x4096x4096
+            # 0.80 -> 1.13x), else 64x128 (1024x1024x2048 0.69 -> 0.88x, 1024x1024x4096 0.73 -> 0.83x,
+            # 128x8192x4096 0.88 -> 0.98x; experiments/2026-11-26-square).
+            if M >= 256 and N >= 2 * M:
+                return {"bm": 128, "bn": 64, "consumers": 2, "split_k": 1, "epilogue": 1, "cluster_m": 2}
+            return {"bm": 64, "bn": 128, "consumers": 1, "split_k": 1, "epilogue": 1, "cluster_m": 2}
         options = []
         for bm, bn in ((64, 64), (64, 128)):
             if bn > 64 * -(-N // 64):
