@@ -6,7 +6,6 @@ report (no spills) and, where cuobjdump is available, the sm_90a SASS (HGMMA, TM
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 import subprocess
@@ -471,7 +470,6 @@ def test_bm_192_builds_without_spills(extra, tmp_path):
 
 
 # HG_SWAP_AB: the transposed product Ct = Bt A^T, built but not yet measured, so outside the searched space.
-SWAPPED = dataclasses.replace(FAMILY, space={**SPACE, "swap_ab": (0, 1)})
 SWAP = {**BIG, "bn": 128, "stages": 6, "epilogue": 0, "cluster_m": 2, "swap_ab": 1}
 
 
@@ -488,17 +486,17 @@ def test_swap_ab_is_searched_and_absent_means_unswapped():
      {"pingpong": 1}],  # fmt: skip
 )
 def test_swap_ab_stores_from_registers_or_the_workspace(change):
-    reason = SWAPPED.check({**SWAP, **change}, Shape(2048, 512, 4096), H100)
+    reason = FAMILY.check({**SWAP, **change}, Shape(2048, 512, 4096), H100)
     assert reason is not None and "swap_ab stores C transposed" in reason
-    repaired = SWAPPED.repair({**SWAP, **change})
-    assert repaired["swap_ab"] == 1 and SWAPPED.check(repaired, Shape(2048, 512, 4096), H100) is None
+    repaired = FAMILY.repair({**SWAP, **change})
+    assert repaired["swap_ab"] == 1 and FAMILY.check(repaired, Shape(2048, 512, 4096), H100) is None
 
 
 def test_the_model_sees_a_swapped_kernel_as_the_transposed_shape():
     from hgemm.agent.model import predict
 
     plain = {**SWAP, "swap_ab": 0}
-    assert predict(SWAPPED, SWAP, Shape(2048, 512, 4096), H100) == predict(SWAPPED, plain, Shape(512, 2048, 4096), H100)
+    assert predict(FAMILY, SWAP, Shape(2048, 512, 4096), H100) == predict(FAMILY, plain, Shape(512, 2048, 4096), H100)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -508,6 +506,6 @@ def test_the_model_sees_a_swapped_kernel_as_the_transposed_shape():
      {"bm": 64, "bn": 32, "consumers": 1, "cluster_m": 1, "stages": 16}],  # fmt: skip
 )
 def test_swap_ab_builds_without_spills(extra, tmp_path):
-    params = SWAPPED.repair({**SWAP, **extra})
-    assert SWAPPED.check(params, Shape(77, 5120, 5120), H100) is None
-    build_without_spills(SWAPPED.render(params), tmp_path)
+    params = FAMILY.repair({**SWAP, **extra})
+    assert FAMILY.check(params, Shape(77, 5120, 5120), H100) is None
+    build_without_spills(FAMILY.render(params), tmp_path)

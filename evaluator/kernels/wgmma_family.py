@@ -249,22 +249,21 @@ class WgmmaFamily(Family):
             # Short K, many tiles: the epilogue costs as much as the main loop, and ping-pong consumers
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
+        def deepest(params: Params, rings: tuple[int, ...]) -> Params | None:
+            fitting = ({**params, "stages": s} for s in rings)
+            return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
+
         rings = (8, 7, 6, 5, 4, 3, 2)
         if (tiles * 2 <= sms and k_blocks >= 24) or (tiles <= sms and k_blocks >= 32):
+            swapped = self._tall_swapped(M, N, k_blocks, sms) if 256 <= N < M else None
+            chosen = swapped and deepest({**base, **swapped}, (16, 14, 12, 10, 8))
+            if chosen:
+                return chosen
             few = self._few_tiles(M, N, k_blocks, sms)
             if few is not None:
                 params = {**base, **few}
                 rings = (16, 14, 12, 10, *rings)  # few CTAs per SM: the deepest ring that fits
-            swapped = self._tall_swapped(M, N, k_blocks, sms) if 256 <= N < M else None
-            for stages in (16, 14, 12, 10, 8) if swapped else ():
-                candidate = {**base, **swapped, "stages": stages}
-                if self.check(candidate, shape, gpu) is None:
-                    return candidate
-        for stages in rings:
-            candidate = {**params, "stages": stages}
-            if self.check(candidate, shape, gpu) is None:
-                return candidate
-        return None
+        return deepest(params, rings)
 
     def _few_tiles(self, M: int, N: int, k_blocks: int, sms: int) -> Params | None:
         """The tile and split-K for a shape with too few output tiles to fill the GPU, or None (then the tile
