@@ -238,7 +238,8 @@ class Judge:
             with ph.timed("references"):
                 ref, ref_err, inputs = p.prepare_late_inputs()
             with ph.timed("calls"):
-                rc = _rc(runner.request("call_after_writer", timeout, slot=0, cycles=EARLY_WRITER_CYCLES))
+                rc = _rc(runner.request("call_after_writer", timeout, slot=0, cycles=EARLY_WRITER_CYCLES,
+                                        wait_s=timeout))
             if rc:
                 raise CheckFailed("launch_error", f"hgemm_run returned CUDA error {rc}")
             try:

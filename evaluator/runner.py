@@ -32,7 +32,6 @@ from hgemm.evaluator.cudart import CudaError, Runtime
 
 WORKSPACE_BYTES = 64 << 20
 EARLY_WRITER_CYCLES = 200_000  # how long the predecessor of a dependent-launch check spins (about 0.1 ms)
-EARLY_WRITER_CAP = 200_000_000  # ... after the call is enqueued; it waits for that at most this long (0.1 s)
 _c = ctypes
 
 
@@ -57,7 +56,7 @@ class Shim:
             "hg_witness": [vp, i32, i32, u64, vp, vp, vp, vp],
             "hg_gen_matvec": [i32, i32, u64, f32, vp, vp, vp],
             "hg_spin": [i64, vp],
-            "hg_early_writer": [vp, vp, sz, i64, vp, i64, vp],
+            "hg_early_writer": [vp, vp, sz, i64, vp, u64, vp],
         }
         for name, args in signatures.items():
             fn = getattr(lib, name)
@@ -238,14 +237,16 @@ class Session:
         self.rt.device_sync()
         return {"rc": 0}
 
-    def call_after_writer(self, slot: int = 0, cycles: int = EARLY_WRITER_CYCLES) -> dict:
+    def call_after_writer(self, slot: int = 0, cycles: int = EARLY_WRITER_CYCLES, wait_s: float = 60.0) -> dict:
         """A kernel that lets dependents launch early and copies `stage` into the A slot only after the call
         has been enqueued (a flag set from a second stream once `hgemm_run` returns) and `cycles` more; then
-        the call. Without that gate, a host slower than the writer's spin would let a cheat pass."""
+        the call. Without that gate, a host slower than the writer's spin would let a cheat pass. The writer
+        waits for the flag at most `wait_s`, the judge's own limit for this request: a call that takes longer
+        to enqueue fails on that limit, so it cannot outwait the gate."""
         a = self.buf["A"] + 2 * slot * self.M * self.K
         self.rt.memset_async(self.go, 0, 4, self.stream)
         self.rt.stream_sync(self.stream)
-        self.shim.early_writer(self.buf["stage"], a, self.M * self.K, cycles, self.go, EARLY_WRITER_CAP,
+        self.shim.early_writer(self.buf["stage"], a, self.M * self.K, cycles, self.go, int(wait_s * 1e9),
                                self.stream)
         rc = self._call(slot)
         self.rt.memset_async(self.go, 1, 4, self.side)

@@ -121,19 +121,25 @@ __global__ void spin_kernel(long long cycles) {
   }
 }
 
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // Lets dependents launch, waits until the runner says the call after it has been enqueued (`go`, set from
-// another stream; at most `cap` cycles), spins `cycles` more so that a dependent that does not wait runs
-// meanwhile, then copies `src` into `dst`.
+// another stream; at most `wait_ns` of wall time), spins `cycles` more so that a dependent that does not
+// wait runs meanwhile, then copies `src` into `dst`.
 __global__ void early_writer_kernel(const uint16_t* src, uint16_t* dst, size_t n, long long cycles,
-                                    const volatile int* go, long long cap) {
+                                    const volatile int* go, uint64_t wait_ns) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   if (threadIdx.x == 0) {
-    long long start = clock64();
-    while (*go == 0 && clock64() - start < cap) {
+    const uint64_t since = global_ns();
+    while (*go == 0 && global_ns() - since < wait_ns) {
     }
-    start = clock64();
+    const long long start = clock64();
     while (clock64() - start < cycles) {
     }
   }
@@ -194,9 +200,10 @@ int hg_spin(long long cycles, cudaStream_t s) {
   return (int)cudaGetLastError();
 }
 
-int hg_early_writer(const void* src, void* dst, size_t n, long long cycles, const void* go, long long cap,
-                    cudaStream_t s) {
-  early_writer_kernel<<<8, 256, 0, s>>>((const uint16_t*)src, (uint16_t*)dst, n, cycles, (const volatile int*)go, cap);
+int hg_early_writer(const void* src, void* dst, size_t n, long long cycles, const void* go,
+                    unsigned long long wait_ns, cudaStream_t s) {
+  early_writer_kernel<<<8, 256, 0, s>>>((const uint16_t*)src, (uint16_t*)dst, n, cycles, (const volatile int*)go,
+                                        wait_ns);
   return (int)cudaGetLastError();
 }
 
