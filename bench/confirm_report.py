@@ -24,6 +24,7 @@ import contextlib
 import json
 import sys
 import time
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,14 @@ def previous_rows(path: Path) -> dict[tuple[int, int, int, str | None], dict[str
         if row.get("status") == "confirmed" or (row.get("status") == "no_kernel" and "confirm_failure" in row):
             done[_key(row)] = row
     return done
+
+
+def previous_meta(path: Path) -> dict[str, Any]:
+    """GPU, driver and date of an earlier run of the same confirmation (the first run's, kept on resume)."""
+    if not path.exists():
+        return {}
+    meta = json.loads(path.read_text()).get("meta") or {}
+    return {k: meta[k] for k in ("gpu", "driver", "date") if k in meta}
 
 
 def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
@@ -107,8 +116,14 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
     if out:
         print(f"{len(out)} of {len(rows)} shapes need no new measurement (no kernel, or confirmed earlier)")
 
+    meta = dict(previous_meta(args.out_dir / f"{args.name}.json"))
+
     def write(plot_png: bool) -> dict[str, Path]:
-        return write_report([out[i] for i in sorted(out)], args.out_dir, args.name, plot_png=plot_png)
+        done = [out[i] for i in sorted(out)]
+        meta["how"] = (f"each row's kernel from {args.report.name} evaluated once more (full stage, both modes, the "
+                       f"four baselines beside it), cheapest shape first: {sum(r.get('status') == 'confirmed' for r in done)} "
+                       f"of {len(rows)} shapes re-measured")  # fmt: skip
+        return write_report(done, args.out_dir, args.name, plot_png=plot_png, meta=meta)
 
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -131,6 +146,8 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
                 candidate = Candidate(kernel["source"], row.get("proposer") or "import", family=row.get("family"))
                 store.record(candidate, confirmed)
             out[i] = confirm_row(row, rec)
+            if rec.gpu and "gpu" not in meta:
+                meta.update(gpu=rec.gpu, driver=rec.driver, date=date.today().isoformat())
             write(False)
             figures = ", ".join(
                 f"{mode} {_x(row.get(f'{mode}_speedup_best'))} -> {_x(out[i][f'{mode}_speedup_best'])}"

@@ -38,7 +38,7 @@ class Baselines:
             "torch_nn": lambda i: torch.mm(p.a_ring[i], p.b, out=p.c[i]),
             "torch_tn": lambda i: torch.mm(p.a_ring[i], p.bt.t(), out=p.c[i]),
         }
-        self._graphs: dict[int, dict[str, torch.cuda.CUDAGraph]] = {}
+        self._graphs: dict[tuple[int, bool], dict[str, torch.cuda.CUDAGraph]] = {}
         self.missing: dict[str, str] = {}
         self._mm = None
         try:
@@ -78,17 +78,20 @@ class Baselines:
         return cls(SimpleNamespace(shape=Shape(M, N, K), stream=stream, a=A, b=B, bt=Bt, a_ring=[A], c=[out]),
                    gpu_key, l2_bytes)
 
-    def graphs(self, slots: int) -> dict[str, torch.cuda.CUDAGraph]:
-        """One graph per baseline calling it once per slot (captured once per slot count)."""
+    def graphs(self, slots: int, one_slot: bool = False) -> dict[str, torch.cuda.CUDAGraph]:
+        """One graph per baseline calling it once per slot (captured once per slot count); with `one_slot`,
+        as many calls, all on slot 0 (the judge's benchmark of the timing rules)."""
         from hgemm.evaluator.timing import capture
 
-        if slots not in self._graphs:
+        key = (slots, one_slot)
+        if key not in self._graphs:
             stream = self.problem.stream
-            self._graphs[slots] = {
-                name: capture(lambda call=call: [call(i) for i in range(slots)], 1, stream)
+            index = [0] * slots if one_slot else list(range(slots))
+            self._graphs[key] = {
+                name: capture(lambda call=call: [call(i) for i in index], 1, stream)
                 for name, call in self.calls.items()
             }
-        return self._graphs[slots]
+        return self._graphs[key]
 
     def _autotuned_index(self, contenders, gpu_key: str, shape: Shape, stream, l2_bytes: int) -> int:
         cache = state_dir("baselines") / f"{gpu_key}.json"

@@ -14,7 +14,7 @@ times only.
   the call captured in a graph and replayed twice on new values.
 - Time: the candidate's graph (offline: one launch per slot, each on its own inputs and output) and
   the baselines' graphs are sampled on the same seeds, in alternating rounds; every candidate sample's
-  outputs are checked through their witnesses, and the guard bands and inputs afterwards.
+  outputs are checked through their witnesses, and the guard bands and inputs after each round.
 - Nothing a runner sends is trusted beyond its type: a malformed reply is a crash.
 """
 
@@ -41,6 +41,11 @@ ROUNDS = 3  # the samples of each mode are split into this many rounds, alternat
 OFFLINE_SAMPLES = {"quick": 7, "full": 15}
 SERVER_SAMPLES = 30
 WITNESS_TOLERANCE = 8 * 2.0**-11  # per row: error of the row sum over sqrt(sum of squared terms)
+# How `time` samples. "rules" is what every evaluation uses. The other two exist for the benchmark that shows
+# what the rules change (bench/timing_rules.py): "bare" times the same graphs on inputs given once (no new values
+# between samples, no witnesses, no input checks); "one_slot" is bare with every launch of the offline graph on
+# slot 0's A and C, the offline meaning before the rules.
+PROTOCOLS = ("rules", "bare", "one_slot")
 SPARES = 2  # runners started ahead of the candidate being evaluated: one initialised, one booting
 RETIRE_WAIT_S = 5.0  # before timing, how long a runner told to quit may take to exit before it is killed
 
@@ -279,16 +284,18 @@ class Judge:
                 "phases": ph.rounded()}
 
     # -- timing ---------------------------------------------------------------------------------
-    def time(self, cid: str, modes: list[str], stage: str) -> dict:
+    def time(self, cid: str, modes: list[str], stage: str, protocol: str = "rules") -> dict:
         """Per mode, the candidate's and the baselines' statistics; or `failure` or `disturbed`. `phases`
-        holds the candidate's seconds per phase so far, check included."""
+        holds the candidate's seconds per phase so far, check included. `protocol`: see PROTOCOLS."""
         from hgemm.evaluator.harness import CheckFailed
 
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"unknown timing protocol {protocol!r}; one of {', '.join(PROTOCOLS)}")
         runner = self.runners[cid]
         out = {}
         try:
             for mode in modes:
-                out[mode] = self._time_mode(runner, mode, stage)
+                out[mode] = self._time_mode(runner, mode, stage, protocol)
         except RunnerFailed as e:
             self.forget(cid)
             out = {"failure": (e.kind, str(e))}
@@ -299,18 +306,21 @@ class Judge:
             out = {"disturbed": str(e)}
         return {**out, "phases": runner.phases.rounded()}
 
-    def _time_mode(self, runner: RunnerProcess, mode: str, stage: str) -> dict:
+    def _time_mode(self, runner: RunnerProcess, mode: str, stage: str, protocol: str = "rules") -> dict:
         from hgemm.evaluator.harness import CheckFailed
 
         ph = runner.phases
         self._quiet(ph)
         p = self.problem
+        rules = protocol == "rules"
         slots = p.slots if mode == "offline" else 1
+        one_slot = protocol == "one_slot" and slots > 1
         # A single launch at slot 0 is what the check's graph holds: that graph is timed, not a copy of it.
-        name = "check" if slots == 1 and "check" in runner.graphs else f"{mode}-graph"
+        name = "check" if slots == 1 and "check" in runner.graphs else f"{mode}-graph" + ("-one-slot" * one_slot)
         if name not in runner.graphs:
             with ph.timed("capture"):
-                captured = runner.request("capture", p.check_timeout(), name=name, slots=list(range(slots)))
+                captured = runner.request("capture", p.check_timeout(), name=name,
+                                          slots=[0] * slots if one_slot else list(range(slots)))
             rc = _rc(captured)
             if rc:
                 raise CheckFailed("launch_error", f"hgemm_run returned CUDA error {rc} while captured for timing")
@@ -322,6 +332,8 @@ class Judge:
         b_seed = self.rng.getrandbits(63)
         with ph.timed("timing_setup"):
             p.start_timing(b_seed, slots)
+            if not rules:  # the inputs get values once, not before every sample
+                refresh(self.shim, Buffers(p.arena.base, p.layout), p.M, p.K, slots, seeds[0], p.stream.cuda_stream)
         size = -(-len(seeds) // ROUNDS)
         candidate: list[float] = []
         baselines: dict[str, list[float]] = {}
@@ -330,16 +342,22 @@ class Judge:
             chunk = seeds[first : first + size]
             with ph.timed("time_candidate"):
                 reply = runner.request("time", timeout, name=name, mode=mode, seeds=chunk, first=first,
-                                       rng_seed=self.rng.getrandbits(32))
+                                       rng_seed=self.rng.getrandbits(32), rules=rules)
             candidate += _number_list(reply, "us", len(chunk))
-            with ph.timed("input_checks"):
-                p.check_inputs(chunk[-1], slots, b_seed)  # before the baselines' samples give the inputs new values
             if self.baselines is not None:
                 with ph.timed("time_baselines"):
-                    for b, us in self._time_baselines(mode, slots, chunk).items():
+                    for b, us in self._time_baselines(mode, slots, chunk, rules, one_slot).items():
                         baselines.setdefault(b, []).extend(us)
-        with ph.timed("witnesses"):
-            p.check_witnesses(seeds, slots, b_seed)
+            if rules:
+                # After the baselines' chunk, not between the two: run there, this check slowed the baselines'
+                # next samples by about 0.3 us a launch on an H100 (experiments/2026-11-26-timing-rules). B, Bt
+                # and the guard bands keep what the candidate did to them; A it could only spoil for itself (every
+                # sample, the baselines' included, writes new values into A first).
+                with ph.timed("input_checks"):
+                    p.check_inputs(chunk[-1], slots, b_seed)
+        if rules:
+            with ph.timed("witnesses"):
+                p.check_witnesses(seeds, slots, b_seed)
         timing._enough("candidate", len(candidate) - 1, count)
         stats = {"candidate": asdict(timing.quantiles(candidate[1:]))}
         for b, us in baselines.items():
@@ -347,18 +365,19 @@ class Judge:
             stats[b] = asdict(timing.quantiles(us[1:]))
         return stats
 
-    def _time_baselines(self, mode: str, slots: int, seeds: list[int]) -> dict[str, list[float]]:
+    def _time_baselines(self, mode: str, slots: int, seeds: list[int], rules: bool = True,
+                        one_slot: bool = False) -> dict[str, list[float]]:
         import torch
 
         p = self.problem
-        graphs = self.baselines.graphs(slots)
+        graphs = self.baselines.graphs(slots, one_slot)
         buf = Buffers(p.arena.base, p.layout)
 
         def on_refresh(seed: int) -> None:
             refresh(self.shim, buf, p.M, p.K, slots, seed, p.stream.cuda_stream)
 
         dev = StreamDevice(self.rt, p.stream.cuda_stream, self.shim, {n: g.replay for n, g in graphs.items()},
-                           p.flush_ptr, p.flush_bytes, on_refresh)
+                           p.flush_ptr, p.flush_bytes, on_refresh if rules else None)
         try:
             with torch.cuda.stream(p.stream):
                 if mode == "offline":

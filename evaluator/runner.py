@@ -279,8 +279,9 @@ class Session:
         return {}
 
     def time(self, name: str, mode: str, seeds: list[int], first: int, rng_seed: int = 0,
-             mean_gap_us: float = 200.0) -> dict:
-        """Raw per-launch times (us) of the graph `name`, one per seed; witnesses from `first` on."""
+             mean_gap_us: float = 200.0, rules: bool = True) -> dict:
+        """Raw per-launch times (us) of the graph `name`, one per seed; witnesses from `first` on. Without
+        `rules` (the judge's benchmark of what they change), no new inputs between samples and no witnesses."""
         exe, launches = self.graphs[name]
         slots = launches if mode == "offline" else 1
         M, N, K = self.M, self.N, self.K
@@ -292,7 +293,7 @@ class Session:
             witnesses(self.rt, self.shim, self.buf, M, N, slots, index, seed, self.stream)
 
         dev = StreamDevice(self.rt, self.stream, self.shim, {name: lambda: self.rt.graph_launch(exe, self.stream)},
-                           self.flush_ptr, self.flush_bytes, on_refresh, on_after)
+                           self.flush_ptr, self.flush_bytes, *((on_refresh, on_after) if rules else (None, None)))
         try:
             if mode == "offline":
                 us = timing.offline_samples(dev, [name], seeds, {name: launches}, first=first)[name]

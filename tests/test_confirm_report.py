@@ -105,6 +105,9 @@ def test_confirmed_report_comes_from_the_fresh_measurements(swept, tmp_path, cap
         assert geo == pytest.approx(selected["summary"][mode]["geomean_speedup_best"] / 1.25)
     printed = capsys.readouterr().out
     assert "2 of 2 shapes confirmed" in printed and "offline: geomean speedup" in printed
+    meta = data["meta"]  # where and how it was measured, in the JSON and the markdown's header
+    assert meta["gpu"] == ev.records[0].gpu and meta["date"] and "2 of 2 shapes re-measured" in meta["how"]
+    assert f"gpu: {meta['gpu']}" in (out / "mini-confirmed.md").read_text()
 
     # a second run with the same name re-measures nothing and leaves the rows as they were
     again = Remeasure(slower=2.0)

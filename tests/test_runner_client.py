@@ -238,3 +238,32 @@ def test_a_runner_never_checked_still_captures_for_timing():
     j.runners["a"] = r
     j.time("a", ["server"], "full")
     assert [name for op, name in r.requests if op == "capture"] == ["server-graph"]
+
+
+def test_timing_protocols_other_than_the_rules_are_named_ones_only():
+    # "bare" and "one_slot" exist for the benchmark of what the rules change; an unknown name is refused
+    # before anything is timed, and an evaluation passes none (the rules are the default).
+    with pytest.raises(ValueError, match="rules, bare, one_slot"):
+        judge.Judge().time("any", ["offline"], "full", protocol="fast")
+    assert judge.PROTOCOLS[0] == "rules"
+
+
+def test_each_round_checks_the_inputs_after_the_baselines_samples_not_between():
+    # Run between the candidate's samples and the baselines', the input check slowed the baselines' samples on
+    # an H100; after them it still sees what the candidate did to B, Bt and the guard bands.
+    events = []
+    j = judge.Judge()
+    j.problem = FakeProblem(4)
+    j.problem.check_inputs = lambda seed, slots, b_seed: events.append("inputs")
+    j.baselines = object()
+    j._time_baselines = lambda mode, slots, chunk, rules, one_slot: (
+        events.append("baselines") or {"torch_nn": [12.0] * len(chunk)}
+    )
+    r = FakeRunner()
+    r.request = lambda op, timeout_s, **args: (
+        {"rc": 0} if op == "capture" else (events.append("candidate") or {"us": [10.0] * len(args["seeds"])})
+    )
+    j.runners["a"] = r
+    reply = j.time("a", ["offline"], "full")
+    assert reply["offline"]["torch_nn"]["median_us"] == 12.0
+    assert events == ["candidate", "baselines", "inputs"] * judge.ROUNDS
