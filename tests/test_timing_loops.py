@@ -67,10 +67,23 @@ def test_offline_samples_refresh_before_and_witness_after_every_sample():
     assert [r[1] for r in replays] == ["a", "b", "b", "a", "a", "b"]  # rotated sample by sample
     for i, entry in enumerate(dev.log):
         if entry[0] == "replay":
-            assert dev.log[i - 2][0] == "refresh"  # refresh, start event, replay
+            assert [e[0] for e in dev.log[i - 3:i]] == ["refresh", "spin", "record"]  # refresh, head start, start
             assert dev.log[i + 2][0] == "after"  # replay, end event, witness
     afters = [e for e in dev.log if e[0] == "after"]
     assert {(e[2], e[3]) for e in afters} == {(5, 11), (6, 12), (7, 13)}
+
+
+def test_offline_samples_drop_late_samples_and_grow_the_head_start():
+    late = {2, 3}  # the host fell behind on the second and third samples
+    dev = ScriptedDevice({"a": 30.0}, late=lambda n: n in late)
+    before = timing.dropped_samples
+    out = timing.offline_samples(dev, ["a"], [1, 2, 3, 4, 5], {"a": 3})
+    assert out == {"a": [10.0] * 3}
+    assert timing.dropped_samples - before == 2
+    spins = [e[1] for e in dev.log if e[0] == "spin"]
+    assert spins[:2] == [timing.OFFLINE_HEAD_START_CYCLES] * 2
+    assert spins[2] == 4 * spins[1] and spins[3] == 4 * spins[2] == spins[4]
+    assert sum(1 for e in dev.log if e[0] == "after") == 5  # every sample's witness, the dropped ones too
 
 
 def test_server_samples_drop_late_samples_and_grow_the_head_start():

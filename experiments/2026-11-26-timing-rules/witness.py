@@ -1,4 +1,4 @@
-"""Fourth probe (not yet run): does the witness after every sample, which only the candidate gets, slow the
+"""Fourth probe (runs witness-r1 .. r3, README): does the witness after every sample, which only the candidate gets, slow the
 candidate's next offline sample on tiny shapes? Everything in one process: the judge's buffers and baselines,
 and an honest family kernel (trusted here) loaded beside them, so the process boundary plays no part.
 
@@ -6,7 +6,7 @@ and an honest family kernel (trusted here) loaded beside them, so the process bo
 
 Variants, each applied to the kernel and to the baselines alike: none (the graph on inputs given once), refresh
 (new values into A before every sample), witness (the witness kernels on the sample's outputs after it),
-both (what the rules do to a candidate). Prints median time per launch over rounds, ratio to none.
+both (what the rules do to a candidate), same (the same values written into A before every sample). Prints median time per launch over rounds, ratio to none.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from hgemm.core.shape import Shape
 
 # ruff: noqa: B023  (the closures run inside the loop that binds them)
 
-VARIANTS = {"none": (False, False), "refresh": (True, False), "witness": (False, True), "both": (True, True)}
+VARIANTS = {"none": (False, False), "refresh": (True, False), "witness": (False, True), "both": (True, True),
+            "same": ("same", False)}
 
 
 def kernel_graph(j: Judge, lib_path: str, slots: int):
@@ -81,7 +82,9 @@ def main() -> None:
             for r in range(rounds):
                 for v in random.sample(list(VARIANTS), len(VARIANTS)):
                     new, witness = VARIANTS[v]
-                    on_refresh = (lambda seed: refresh(j.shim, buf, p.M, p.K, slots, seed, s)) if new else None
+                    on_refresh = ((lambda seed: refresh(j.shim, buf, p.M, p.K, slots, seed, s)) if new is True
+                                  else (lambda _seed: refresh(j.shim, buf, p.M, p.K, slots, 12345, s)) if new
+                                  else None)  # fmt: skip
                     on_after = ((lambda _n, i, seed: witnesses(j.rt, j.shim, buf, p.M, p.N, slots,
                                                                i % WITNESS_SAMPLES, seed, s))
                                 if witness else None)  # fmt: skip
@@ -97,7 +100,8 @@ def main() -> None:
                         doc["rows"].append({"mode": mode, "variant": v, "round": r, "who": who,
                                             "median_us": statistics.median(us[1:])})
         (out / f"witness-{text}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
-        print(f"\n{text} ({family.name}, slots {p.slots}): median over rounds, us per launch; ratio to none")
+        print(f"\n{text} ({family.name}, slots {p.slots}): median over rounds, us per launch; ratio to none; "
+              f"samples dropped so far {timing.dropped_samples}")
         for mode in ("offline", "server"):
             for who in ("kernel", "baselines"):
                 sel = [x for x in doc["rows"] if x["mode"] == mode and (x["who"] == "kernel") == (who == "kernel")]
