@@ -38,10 +38,14 @@ CASES = [  # (M, N, the full-grid winner's configuration there)
 
 
 def loaded(params: dict):
-    family = get_family("wgmma")
-    (built,) = compile_sources([family.render(params)])
+    return load(get_family("wgmma").render(params))
+
+
+def load(source: str):
+    """hgemm_run of `source`, compiled (through the evaluator's compile cache) and loaded."""
+    (built,) = compile_sources([source])
     if not built.ok:
-        raise RuntimeError(built.error)
+        raise RuntimeError(built.message)
     run = ctypes.CDLL(built.lib_path, mode=ctypes.RTLD_LOCAL).hgemm_run
     vp, ci = ctypes.c_void_p, ctypes.c_int
     run.restype, run.argtypes = ci, [vp, vp, vp, vp, ci, ci, ci, vp, ctypes.c_size_t, vp]

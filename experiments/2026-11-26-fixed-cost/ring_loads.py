@@ -9,15 +9,12 @@ Usage (one GPU): python ring_loads.py OUT_DIR
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-import torch
-from fixed_cost import BASE, fit
-from hgemm.evaluator import timing
+from fixed_cost import BASE, load
 from hgemm.evaluator.kernels import get_family
-from ring_only import KS, MATH, load
+from ring_only import MATH, sweep
 from structures import ONE
 
 EXPECT = "mbar_arrive_expect_tx(fb, A_BYTES + B_BYTES);"
@@ -37,11 +34,8 @@ CASES = {
 
 def main() -> None:
     out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
     family = get_family("wgmma")
-    stream = torch.cuda.Stream()
-    ws = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
-    rows = []
+    rows: list[dict] = []
     for (M, N), configs in CASES.items():
         runs = {}
         for name, cfg in configs.items():
@@ -53,26 +47,7 @@ def main() -> None:
                     assert edited.count(old) == 1, f"the template changed: {old}"
                     edited = edited.replace(old, new)
                 runs[f"{name} {label}"] = load(edited)
-        for K in KS:
-            A = torch.randn(M, K, device="cuda", dtype=torch.float16)
-            B = torch.randn(K, N, device="cuda", dtype=torch.float16)
-            Bt = B.t().contiguous()
-            C = torch.empty(M, N, device="cuda", dtype=torch.float16)
-            contenders = {"lib": lambda A=A, B=B, C=C: torch.mm(A, B, out=C)}
-            for name, run in runs.items():
-                contenders[name] = (lambda A=A, B=B, Bt=Bt, C=C, K=K, run=run, M=M, N=N:
-                                    run(A.data_ptr(), B.data_ptr(), Bt.data_ptr(), C.data_ptr(), M, N, K,
-                                        ws.data_ptr(), ws.numel(), torch.cuda.current_stream().cuda_stream))  # fmt: skip
-            off = timing.time_offline(contenders, stream, samples=15)
-            for n in contenders:
-                rows.append({"M": M, "N": N, "K": K, "config": n, "offline_us": off[n].median_us})
-            print(f"{M}x{N}x{K}: " + "  ".join(f"{n} {off[n].median_us:.2f}" for n in contenders), flush=True)
-        print(f"{M}x{N}: offline time = a + b per 1000 K")
-        for n in contenders:
-            mine = [r for r in rows if (r["M"], r["N"], r["config"]) == (M, N, n)]
-            a, b = fit([r["K"] for r in mine], [r["offline_us"] for r in mine])
-            print(f"  {n:26s} {a:6.2f} + {1000 * b:6.3f}")
-        (out / "ring-loads.json").write_text(json.dumps(rows, indent=1))
+        sweep(out, M, N, runs, rows, "ring-loads.json")
 
 
 if __name__ == "__main__":

@@ -9,15 +9,13 @@ Usage (one GPU): python ring_only.py OUT_DIR
 
 from __future__ import annotations
 
-import ctypes
 import json
 import sys
 from pathlib import Path
 
 import torch
-from fixed_cost import BASE, fit
+from fixed_cost import BASE, fit, load
 from hgemm.evaluator import timing
-from hgemm.evaluator.compile import compile_sources
 from hgemm.evaluator.kernels import get_family
 from structures import ONE
 
@@ -31,23 +29,10 @@ CASES = {
 }
 
 
-def load(source: str):
-    (built,) = compile_sources([source])
-    if not built.ok:
-        raise RuntimeError(built.message)
-    run = ctypes.CDLL(built.lib_path, mode=ctypes.RTLD_LOCAL).hgemm_run
-    vp, ci = ctypes.c_void_p, ctypes.c_int
-    run.restype, run.argtypes = ci, [vp, vp, vp, vp, ci, ci, ci, vp, ctypes.c_size_t, vp]
-    return run
-
-
 def main() -> None:
     out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
     family = get_family("wgmma")
-    stream = torch.cuda.Stream()
-    ws = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
-    rows = []
+    rows: list[dict] = []
     for (M, N), configs in CASES.items():
         runs = {}
         for name, cfg in configs.items():
@@ -55,26 +40,34 @@ def main() -> None:
             assert src.count(MATH) == 1, "the template's wgmma call changed: update MATH"
             runs[name] = load(src)
             runs[name + " ring only"] = load(src.replace(MATH, ""))
-        for K in KS:
-            A = torch.randn(M, K, device="cuda", dtype=torch.float16)
-            B = torch.randn(K, N, device="cuda", dtype=torch.float16)
-            Bt = B.t().contiguous()
-            C = torch.empty(M, N, device="cuda", dtype=torch.float16)
-            contenders = {"lib": lambda A=A, B=B, C=C: torch.mm(A, B, out=C)}
-            for name, run in runs.items():
-                contenders[name] = (lambda A=A, B=B, Bt=Bt, C=C, K=K, run=run, M=M, N=N:
-                                    run(A.data_ptr(), B.data_ptr(), Bt.data_ptr(), C.data_ptr(), M, N, K,
-                                        ws.data_ptr(), ws.numel(), torch.cuda.current_stream().cuda_stream))  # fmt: skip
-            off = timing.time_offline(contenders, stream, samples=15)
-            for n in contenders:
-                rows.append({"M": M, "N": N, "K": K, "config": n, "offline_us": off[n].median_us})
-            print(f"{M}x{N}x{K}: " + "  ".join(f"{n} {off[n].median_us:.2f}" for n in contenders), flush=True)
-        print(f"{M}x{N}: offline time = a + b per 1000 K")
+        sweep(out, M, N, runs, rows, "ring-only.json")
+
+
+def sweep(out: Path, M: int, N: int, runs: dict, rows: list[dict], report: str) -> None:
+    """Offline times of torch.matmul and every loaded `runs` entry at each K of KS; fit; rewrite OUT/`report`."""
+    out.mkdir(parents=True, exist_ok=True)
+    stream = torch.cuda.Stream()
+    ws = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    for K in KS:
+        A = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        B = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        Bt = B.t().contiguous()
+        C = torch.empty(M, N, device="cuda", dtype=torch.float16)
+        contenders = {"lib": lambda A=A, B=B, C=C: torch.mm(A, B, out=C)}
+        for name, run in runs.items():
+            contenders[name] = (lambda A=A, B=B, Bt=Bt, C=C, K=K, run=run:
+                                run(A.data_ptr(), B.data_ptr(), Bt.data_ptr(), C.data_ptr(), M, N, K,
+                                    ws.data_ptr(), ws.numel(), torch.cuda.current_stream().cuda_stream))  # fmt: skip
+        off = timing.time_offline(contenders, stream, samples=15)
         for n in contenders:
-            mine = [r for r in rows if (r["M"], r["N"], r["config"]) == (M, N, n)]
-            a, b = fit([r["K"] for r in mine], [r["offline_us"] for r in mine])
-            print(f"  {n:22s} {a:6.2f} + {1000 * b:6.3f}")
-        (out / "ring-only.json").write_text(json.dumps(rows, indent=1))
+            rows.append({"M": M, "N": N, "K": K, "config": n, "offline_us": off[n].median_us})
+        print(f"{M}x{N}x{K}: " + "  ".join(f"{n} {off[n].median_us:.2f}" for n in contenders), flush=True)
+    print(f"{M}x{N}: offline time = a + b per 1000 K")
+    for n in ["lib", *runs]:
+        mine = [r for r in rows if (r["M"], r["N"], r["config"]) == (M, N, n)]
+        a, b = fit([r["K"] for r in mine], [r["offline_us"] for r in mine])
+        print(f"  {n:26s} {a:6.2f} + {1000 * b:6.3f}")
+    (out / report).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
