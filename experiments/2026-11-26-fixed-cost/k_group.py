@@ -14,28 +14,20 @@ import sys
 from pathlib import Path
 
 import torch
-from fixed_cost import BASE, load
+from fixed_cost import BASE
 from hgemm.evaluator.kernels import get_family
-from ring_loads import EXPECT, LOAD_A, LOAD_B
-from ring_only import MATH, sweep
+from ring_loads import NO_LOADS
+from ring_only import MATH, sweep, variants
 from structures import ONE
 
 LOOP_START = "      for (int kb = kb_begin; kb < kb_end; ++kb, ++it) {"
 LOOP_END = "      const int row0 = m0 + (PINGPONG ? 0 : cw * WG_ROWS);"
 MATH2 = "wgmma_m64k16<BN>(acc[mi], da, db, (kb > kb_begin || j > 0 || k > 0) ? 1 : 0);"
-NO_LOADS = [(EXPECT, "mbar_arrive(fb);"), (LOAD_A, ""), (LOAD_B, "")]
 CASES = {
     (512, 512): {"64x64": {**ONE, "bm": 64, "bn": 64, "stages": 12}, "64x32": {**ONE, "bm": 64, "bn": 32, "stages": 16}},
     (64, 4096): {"64x32": {**ONE, "bm": 64, "bn": 32, "stages": 16}},
     (1024, 1024): {"64x128 c2": {**ONE, "bm": 64, "bn": 128, "stages": 8, "cluster_m": 2}},
 }
-
-
-def edit(source: str, edits: list[tuple[str, str]]) -> str:
-    for old, new in edits:
-        assert source.count(old) == 1, f"the template changed: {old}"
-        source = source.replace(old, new)
-    return source
 
 
 def grouped(source: str) -> str:
@@ -65,15 +57,11 @@ def main() -> None:
         for name, cfg in configs.items():
             src = family.render(family.repair({**BASE, **cfg}))
             two = grouped(src)
-            runs[name] = load(src)
-            runs[f"{name} kg2"] = load(two)
+            runs.update(variants(name, src, {"ring": [(MATH, "")], "ring no loads": [(MATH, ""), *NO_LOADS]}))
+            runs.update(variants(f"{name} kg2", two, {"ring": [(MATH2, "")], "ring no loads": [(MATH2, ""), *NO_LOADS]}))
             for K in (64, 192, 1000, 4096):  # one k-block, an odd count, a partial last one, many
                 print(f"{M}x{N}x{K} {name}: max |diff| {check(runs[name], M, N, K):.3g}, "
                       f"kg2 {check(runs[f'{name} kg2'], M, N, K):.3g}", flush=True)  # fmt: skip
-            runs[f"{name} ring"] = load(edit(src, [(MATH, "")]))
-            runs[f"{name} kg2 ring"] = load(edit(two, [(MATH2, "")]))
-            runs[f"{name} ring no loads"] = load(edit(src, [(MATH, ""), *NO_LOADS]))
-            runs[f"{name} kg2 ring no loads"] = load(edit(two, [(MATH2, ""), *NO_LOADS]))
         sweep(out, M, N, runs, rows, "k-group.json")
 
 

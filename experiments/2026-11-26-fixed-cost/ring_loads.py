@@ -12,19 +12,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fixed_cost import BASE, load
-from hgemm.evaluator.kernels import get_family
-from ring_only import MATH, sweep
+from ring_only import MATH, run_probe
 from structures import ONE
 
 EXPECT = "mbar_arrive_expect_tx(fb, A_BYTES + B_BYTES);"
 LOAD_A = "tma_load_2d(sA + s * A_BYTES, &tmA, fb, kb * BK, m0);"
 LOAD_B = "tma_load_2d(sB + s * B_BYTES, &tmB, fb, kb * BK, n0);"
+NO_LOADS = [(EXPECT, "mbar_arrive(fb);"), (LOAD_A, ""), (LOAD_B, "")]  # the producer only arrives
 EDITS = {
     "ring": [(MATH, "")],
     "ring A only": [(MATH, ""), (EXPECT, "mbar_arrive_expect_tx(fb, A_BYTES);"), (LOAD_B, "")],
     "ring Bt only": [(MATH, ""), (EXPECT, "mbar_arrive_expect_tx(fb, B_BYTES);"), (LOAD_A, "")],
-    "ring no loads": [(MATH, ""), (EXPECT, "mbar_arrive(fb);"), (LOAD_A, ""), (LOAD_B, "")],
+    "ring no loads": [(MATH, ""), *NO_LOADS],
 }
 CASES = {
     (512, 512): {"64x64": {**ONE, "bm": 64, "bn": 64, "stages": 12}, "64x32": {**ONE, "bm": 64, "bn": 32, "stages": 16}},
@@ -33,21 +32,7 @@ CASES = {
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
-    family = get_family("wgmma")
-    rows: list[dict] = []
-    for (M, N), configs in CASES.items():
-        runs = {}
-        for name, cfg in configs.items():
-            src = family.render(family.repair({**BASE, **cfg}))
-            runs[name] = load(src)
-            for label, edits in EDITS.items():
-                edited = src
-                for old, new in edits:
-                    assert edited.count(old) == 1, f"the template changed: {old}"
-                    edited = edited.replace(old, new)
-                runs[f"{name} {label}"] = load(edited)
-        sweep(out, M, N, runs, rows, "ring-loads.json")
+    run_probe(Path(sys.argv[1]), CASES, EDITS, "ring-loads.json")
 
 
 if __name__ == "__main__":

@@ -30,17 +30,31 @@ CASES = {
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
+    run_probe(Path(sys.argv[1]), CASES, {"ring only": [(MATH, "")]}, "ring-only.json")
+
+
+def edit(source: str, edits: list[tuple[str, str]]) -> str:
+    """`source` with each (old, new) replacement made; every `old` must occur exactly once."""
+    for old, new in edits:
+        assert source.count(old) == 1, f"the template changed: {old}"
+        source = source.replace(old, new)
+    return source
+
+
+def variants(name: str, source: str, edits: dict[str, list[tuple[str, str]]]) -> dict:
+    """`source` loaded as `name`, and each edit of it as `name label`."""
+    return {name: load(source), **{f"{name} {label}": load(edit(source, e)) for label, e in edits.items()}}
+
+
+def run_probe(out: Path, cases: dict, edits: dict[str, list[tuple[str, str]]], report: str) -> None:
+    """Every configuration of `cases` as the family renders it and with each of `edits`, swept over K."""
     family = get_family("wgmma")
     rows: list[dict] = []
-    for (M, N), configs in CASES.items():
+    for (M, N), configs in cases.items():
         runs = {}
         for name, cfg in configs.items():
-            src = family.render(family.repair({**BASE, **cfg}))
-            assert src.count(MATH) == 1, "the template's wgmma call changed: update MATH"
-            runs[name] = load(src)
-            runs[name + " ring only"] = load(src.replace(MATH, ""))
-        sweep(out, M, N, runs, rows, "ring-only.json")
+            runs.update(variants(name, family.render(family.repair({**BASE, **cfg})), edits))
+        sweep(out, M, N, runs, rows, report)
 
 
 def sweep(out: Path, M: int, N: int, runs: dict, rows: list[dict], report: str) -> None:
