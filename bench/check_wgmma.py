@@ -91,6 +91,12 @@ CONFIGS: dict[str, dict] = {
     # 64x32 tiles with a 16-deep ring (cuBLASLt's kernel for 128x2048x1024: 64x32, 16 stages, 2x1)
     "slim16_cl2": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 16, "cluster_m": 2},
     "slim16": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 16},
+    # the producer's loop in its whole warp, an elected lane issuing
+    "slim16_warp": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 16, "warp_producer": 1},
+    "cluster_epi_warp": {**_BASE, "bn": 128, "stages": 6, "cluster_m": 2, "warp_producer": 1},
+    "streamk_warp": {**_BASE, "bn": 128, "stages": 6, "stream_k": 1, "warp_producer": 1},
+    "dsmem_splitk4_warp": {**_BASE, "bn": 128, "stages": 6, "epilogue": 0, "persistent": 0, "split_k": 4,
+                           "split_dsmem": 1, "warp_producer": 1},
     "slim8_cl2": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 8, "cluster_m": 2},
     "slim16_cl2_np": {**_BASE, "bm": 64, "bn": 32, "consumers": 1, "stages": 16, "cluster_m": 2, "persistent": 0},
     "m64n64_s16_cl2": {**_BASE, "bm": 64, "bn": 64, "consumers": 1, "stages": 16, "cluster_m": 2},

@@ -66,14 +66,16 @@ def test_wgmma_is_correct_on_ragged_shapes():
 
     fam = get_family("wgmma")
     cases = []
-    for shape in WGMMA_SHAPES:
+    for i, shape in enumerate(WGMMA_SHAPES):
         base = fam.default_params(shape)
         assert base is not None, shape
-        for label, change in WGMMA_VARIANTS.items():
-            params = fam.repair({**base, **change})
+        for j, (label, change) in enumerate(WGMMA_VARIANTS.items()):
+            # the producer's loop in one thread or in its whole warp, alternating from shape to shape
+            params = fam.repair({**base, **change, "warp_producer": (i + j) % 2})
             if fam.check(params, shape) is None:
                 cases.append((label, "wgmma", params, shape))
     assert {c[0] for c in cases} == set(WGMMA_VARIANTS)  # every store path ran on some ragged shape
+    assert {c[2]["warp_producer"] for c in cases} == {0, 1}
     bad = [r for r in _run(cases) if not r["ok"]]
     assert not bad, bad
 

@@ -509,3 +509,36 @@ def test_swap_ab_builds_without_spills(extra, tmp_path):
     params = FAMILY.repair({**SWAP, **extra})
     assert FAMILY.check(params, Shape(77, 5120, 5120), H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)
+
+
+# HG_WARP_PRODUCER: the producer's k-loop in its whole first warp, one elected lane issuing.
+def test_warp_producer_is_searched_and_absent_means_one_thread():
+    assert SPACE["warp_producer"] == (0, 1)
+    assert "warp_producer" in FAMILY.tuning  # a local move, not a new structure
+    assert FAMILY.render({**BIG, "warp_producer": 0}) == FAMILY.render(BIG)
+    warp = FAMILY.render({**BIG, "warp_producer": 1})
+    assert warp != FAMILY.render(BIG) and "#define HG_WARP_PRODUCER 1" in warp
+    assert FAMILY.check({**BIG, "warp_producer": 1}, Shape(4096, 4096, 4096), H100) is None
+    assert "warp_producer=2 not in (0, 1)" in FAMILY.check({**BIG, "warp_producer": 2}, Shape(4096, 4096, 4096), H100)
+
+
+@pytest.mark.parametrize(
+    ("shape", "producer"),
+    [((64, 4096, 4096), 1), ((1024, 1024, 1024), 1), ((512, 512, 4096), 0), ((4096, 4096, 4096), 0)],
+)
+def test_defaults_run_the_producer_in_a_warp_without_a_cluster(shape, producer):
+    params = FAMILY.default_params(Shape(*shape), H100)
+    assert params["warp_producer"] == producer
+    assert params["warp_producer"] == int(params["cluster_m"] == 1)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize(
+    "extra",
+    [{"bm": 64, "bn": 32, "consumers": 1, "stages": 16}, {"cluster_m": 2},
+     {"split_k": 2, "split_dsmem": 1, "persistent": 0, "epilogue": 0, "bm": 64, "bn": 64, "consumers": 1}],
+)  # fmt: skip
+def test_warp_producer_builds_without_spills(extra, tmp_path):
+    params = FAMILY.repair({**BIG, **extra, "warp_producer": 1})
+    assert FAMILY.check(params, Shape(1024, 1024, 4096), H100) is None
+    build_without_spills(FAMILY.render(params), tmp_path)

@@ -40,7 +40,7 @@ long long walk(const int* const* values, const int* counts, long long* accepted,
 using W = wgmma_rules::Params;
 using M = mma_rules::Params;
 using S = small_rules::Params;
-constexpr int WN = 14, MN = 9, SN = 6;
+constexpr int WN = 15, MN = 9, SN = 6;
 
 }  // namespace
 

@@ -40,8 +40,10 @@ SPACE: dict[str, tuple] = {
     "stream_k": (0, 1),
     # Ct = Bt A^T (A and Bt trade places, C stored transposed; experiments/2026-11-26-swap-ab)
     "swap_ab": (0, 1),
+    # the producer's loop in its whole warp, an elected lane issuing (experiments/2026-11-26-fixed-cost)
+    "warp_producer": (0, 1),
 }
-OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0, "swap_ab": 0}  # parameters added later: absent means this value
+OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0, "swap_ab": 0, "warp_producer": 0}  # parameters added later: absent means this value
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
 # relative to 128x256 with a 2x1 cluster (H200, experiments/NOTES.md).
 TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
@@ -250,7 +252,11 @@ class WgmmaFamily(Family):
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
         def deepest(params: Params, rings: tuple[int, ...]) -> Params | None:
-            fitting = ({**params, "stages": s} for s in rings)
+            # Without a cluster, the producer's loop in its whole warp (H100: 64x4096x4096, 64x32 tiles, 12.07
+            # -> 10.11 us; 512x512 within 3% either way); with the 2x1 cluster's multicast, in one thread
+            # (1024x1024, 64x128 tiles, 3.5% slower per k-block in the warp; experiments/2026-11-26-fixed-cost).
+            producer = int(params.get("cluster_m", 1) == 1)
+            fitting = ({**params, "stages": s, "warp_producer": producer} for s in rings)
             return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
 
         rings = (8, 7, 6, 5, 4, 3, 2)
@@ -372,6 +378,6 @@ FAMILIES: dict[str, Family] = {
         "warpgroups (3 for 192-row tiles), mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, "
         "2x1 multicast clusters, split-K with a reduction kernel or DSMEM, stream-K",
         min_cc=9.0,
-        tuning=("group_m", "persistent", "epi_panels", "stages"),
+        tuning=("group_m", "persistent", "epi_panels", "stages", "warp_producer"),
     ),
 }

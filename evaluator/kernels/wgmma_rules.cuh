@@ -10,7 +10,7 @@ constexpr long long WORKSPACE_BYTES = 64ll << 20;     // the contract's workspac
 
 struct Params {
   int bm, bn, stages, consumers, group_m, persistent, epilogue, cluster_m, pingpong, split_k, split_dsmem,
-      epi_panels, stream_k, swap_ab;
+      epi_panels, stream_k, swap_ab, warp_producer;
 };
 
 constexpr int wg_rows(const Params& p) { return p.pingpong ? p.bm : p.bm / p.consumers; }  // rows per consumer
@@ -55,6 +55,7 @@ constexpr const char* violation(const Params& p) {
   if (p.stream_k && (!p.persistent || p.split_k > 1 || p.pingpong || p.consumers > 2))
     return "stream_k needs persistent=1, split_k=1, pingpong=0, consumers <= 2";
   if (p.swap_ab != 0 && p.swap_ab != 1) return "SWAP_AB must be 0 or 1";
+  if (p.warp_producer != 0 && p.warp_producer != 1) return "WARP_PRODUCER must be 0 or 1";
   if (p.swap_ab && (p.epilogue || p.split_dsmem || p.stream_k || p.pingpong))
     return "swap_ab stores C transposed from the registers or the workspace: epilogue=0, split_dsmem=0, stream_k=0, "
            "pingpong=0 (its element stores spill a ping-pong consumer's registers)";

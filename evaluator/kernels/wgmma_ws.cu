@@ -1,6 +1,6 @@
 // hgemm family "wgmma": Hopper TMA + wgmma warp-specialised HGEMM (fp16 in, fp32 accumulate, fp16 out).
 //
-// One producer warpgroup (one elected thread) streams A and Bt tiles with TMA into a STAGES-deep
+// One producer warpgroup (one thread, or one warp with an elected lane issuing) streams A and Bt tiles with TMA into a STAGES-deep
 // shared-memory ring guarded by "full"/"empty" mbarriers; CONSUMERS warpgroups issue wgmma.mma_async from
 // that ring into fp32 register accumulators: BM/CONSUMERS rows of every tile each (cooperative), or
 // alternate whole tiles (HG_PINGPONG, so one consumer's epilogue overlaps the other's math). setmaxnreg
@@ -36,7 +36,7 @@
 #if !defined(HG_BM) || !defined(HG_BN) || !defined(HG_STAGES) || !defined(HG_CONSUMERS) || !defined(HG_GROUP_M) || \
     !defined(HG_PERSISTENT) || !defined(HG_EPILOGUE) || !defined(HG_CLUSTER_M) || !defined(HG_PINGPONG) ||          \
     !defined(HG_SPLIT_K) || !defined(HG_SPLIT_DSMEM) || !defined(HG_EPI_PANELS) || !defined(HG_STREAM_K) ||        \
-    !defined(HG_SWAP_AB)
+    !defined(HG_SWAP_AB) || !defined(HG_WARP_PRODUCER)
 #error "wgmma: every HG_ parameter must be defined (render the family)"
 #endif
 
@@ -46,7 +46,7 @@
 namespace hgw_cfg {
 constexpr wgmma_rules::Params P{HG_BM,      HG_BN,       HG_STAGES,   HG_CONSUMERS,   HG_GROUP_M,
                                 HG_PERSISTENT, HG_EPILOGUE, HG_CLUSTER_M, HG_PINGPONG,  HG_SPLIT_K,
-                                HG_SPLIT_DSMEM, HG_EPI_PANELS, HG_STREAM_K, HG_SWAP_AB};
+                                HG_SPLIT_DSMEM, HG_EPI_PANELS, HG_STREAM_K, HG_SWAP_AB, HG_WARP_PRODUCER};
 static_assert(wgmma_rules::violation(P) == nullptr, "these parameters break a rule of wgmma_rules.cuh");
 // (Every constant below is used by the sm_90a kernel; the other targets compile an empty kernel.)
 [[maybe_unused]] constexpr int BM = HG_BM;
@@ -70,6 +70,8 @@ static_assert(wgmma_rules::violation(P) == nullptr, "these parameters break a ru
 [[maybe_unused]] constexpr bool STREAM_K = HG_STREAM_K != 0;  // last tiles split into equal k-block ranges per CTA
 // The kernel computes Ct (its M is C's N, its N is C's M) and stores it transposed.
 [[maybe_unused]] constexpr bool SWAP_AB = HG_SWAP_AB != 0;
+// The producer's k-loop runs in its whole first warp, one elected lane issuing (else in one thread).
+[[maybe_unused]] constexpr bool WARP_PRODUCER = HG_WARP_PRODUCER != 0;
 [[maybe_unused]] constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two panels
 [[maybe_unused]] constexpr int C_PANEL = wgmma_rules::c_panel(P);  // columns per C panel (one TMA store box)
 [[maybe_unused]] constexpr int C_COLS = wgmma_rules::c_cols(P);  // staged columns per consumer
@@ -378,8 +380,12 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
 #if HGW_DEVICE_OK
   using namespace hgw;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const uint32_t sA = smem_u32(smem);
+  // The ring's base, aligned to 1024 bytes in the shared window (what TMA's 128-byte swizzle sees). Computed
+  // from the shared address, a link-time constant: derived from the generic pointer instead, the compiler
+  // re-derived it (two special-register reads) in every k-block of the consumer loop, ahead of the barrier wait.
+  const uint32_t raw_base = smem_u32(smem_raw);
+  const uint32_t sA = (raw_base + 1023u) & ~1023u;
+  uint8_t* smem = smem_raw + (sA - raw_base);
   const uint32_t sB = sA + OFF_B;
   const uint32_t full_bar = sA + OFF_BAR;
   const uint32_t empty_bar = full_bar + STAGES * 8;
@@ -429,7 +435,12 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   if (wg == 0) {
     // ---------------- producer ----------------
     if (CONSUMERS > 1) regs_dealloc<PRODUCER_REGS>();  // one consumer fits the launch budget
-    if (wg_thread == 0) {
+    if (WARP_PRODUCER ? wg_thread < 32 : wg_thread == 0) {
+      // WARP_PRODUCER: the whole producer warp walks the ring, so every value the loads take stays
+      // warp-uniform (in uniform registers), and one elected lane arrives and issues. With one thread alone
+      // in the loop the compiler moves each operand into uniform registers through a loop of its own around
+      // every TMA load (experiments/2026-11-26-fixed-cost: 64x4096x4096, 64x32 tiles, 12.07 -> 10.11 us).
+      const bool issuer = WARP_PRODUCER ? elect_one() : true;
       int s = 0;
       uint32_t phase = 0;
       Schedule work(cluster_id, cluster_count, tiles, k_blocks);
@@ -442,14 +453,17 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           mbar_wait(empty_bar + 8 * s, phase ^ 1);
           const uint32_t fb = full_bar + 8 * s;
-          mbar_arrive_expect_tx(fb, A_BYTES + B_BYTES);
-          tma_load_2d(sA + s * A_BYTES, &tmA, fb, kb * BK, m0);
-          if constexpr (B_MULTICAST) {
-            tma_load_2d_multicast(sB + s * B_BYTES + rank * B_SLICE * 128, &tmB, fb, kb * BK, n0 + rank * B_SLICE,
-                                  static_cast<uint16_t>((1u << CLUSTER_M) - 1));
-          } else {
-            tma_load_2d(sB + s * B_BYTES, &tmB, fb, kb * BK, n0);
+          if (issuer) {
+            mbar_arrive_expect_tx(fb, A_BYTES + B_BYTES);
+            tma_load_2d(sA + s * A_BYTES, &tmA, fb, kb * BK, m0);
+            if constexpr (B_MULTICAST) {
+              tma_load_2d_multicast(sB + s * B_BYTES + rank * B_SLICE * 128, &tmB, fb, kb * BK,
+                                    n0 + rank * B_SLICE, static_cast<uint16_t>((1u << CLUSTER_M) - 1));
+            } else {
+              tma_load_2d(sB + s * B_BYTES, &tmB, fb, kb * BK, n0);
+            }
           }
+          if (WARP_PRODUCER) __syncwarp();
           if (++s == STAGES) {
             s = 0;
             phase ^= 1;
