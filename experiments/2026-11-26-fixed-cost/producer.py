@@ -16,39 +16,24 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fixed_cost import BASE, load
-from hgemm.evaluator.compile import compile_sources
+from fixed_cost import BASE
 from hgemm.evaluator.kernels import get_family
-from k_group import check
-from ring_only import sweep
+from smem_base import CASES as SMEM_CASES
+from smem_base import compare
 from structures import ONE
 
-PP = {"consumers": 2, "pingpong": 1, "epilogue": 1}
-CASES = {
-    (512, 512): {"64x32": {**ONE, "bm": 64, "bn": 32, "stages": 16}, "64x64": {**ONE, "bm": 64, "bn": 64, "stages": 12}},
-    (1024, 1024): {"64x128 c2": {**ONE, "bm": 64, "bn": 128, "stages": 8, "cluster_m": 2}},
-    (64, 4096): {"64x32": {**ONE, "bm": 64, "bn": 32, "stages": 16}},
-    (12288, 256): {"128x64 pp": {**PP, "bm": 128, "bn": 64, "stages": 8}},
-    (4096, 4096): {"128x256 c2": {"consumers": 2, "pingpong": 0, "epilogue": 1, "bm": 128, "bn": 256, "stages": 4,
-                                  "epi_panels": 2, "cluster_m": 2}},
-}
+CASES = {**SMEM_CASES, (64, 4096): {"64x32": {**ONE, "bm": 64, "bn": 32, "stages": 16}}}
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
     family = get_family("wgmma")
     srcs = {}
     for (M, N), configs in CASES.items():
         for name, cfg in configs.items():
             for label, producer in (("new", 1), ("old", 0)):
-                srcs[(M, N, f"{name} {label}")] = family.render(family.repair({**BASE, **cfg, "warp_producer": producer}))
-    compile_sources(list(srcs.values()))  # in parallel; load() below hits the cache
-    rows: list[dict] = []
-    for M, N in CASES:
-        runs = {name: load(src) for (m, n, name), src in srcs.items() if (m, n) == (M, N)}
-        for name, run in runs.items():
-            print(f"{M}x{N} {name}: max |diff| at K=1000 {check(run, M, N, 1000):.3g}", flush=True)
-        sweep(out, M, N, runs, rows, "producer.json")
+                params = family.repair({**BASE, **cfg, "warp_producer": producer})
+                srcs[(M, N, f"{name} {label}")] = family.render(params)
+    compare(Path(sys.argv[1]), srcs, "producer.json")
 
 
 if __name__ == "__main__":

@@ -57,25 +57,30 @@ def run_probe(out: Path, cases: dict, edits: dict[str, list[tuple[str, str]]], r
         sweep(out, M, N, runs, rows, report)
 
 
+def time_at(M: int, N: int, K: int, runs: dict, stream, ws) -> dict[str, float]:
+    """Offline median (us) of torch.matmul ("lib") and every loaded `runs` entry at M x N x K."""
+    A = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    B = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    Bt = B.t().contiguous()
+    C = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    contenders = {"lib": lambda: torch.mm(A, B, out=C)}
+    for name, run in runs.items():
+        contenders[name] = (lambda run=run:
+                            run(A.data_ptr(), B.data_ptr(), Bt.data_ptr(), C.data_ptr(), M, N, K,
+                                ws.data_ptr(), ws.numel(), torch.cuda.current_stream().cuda_stream))  # fmt: skip
+    off = timing.time_offline(contenders, stream, samples=15)
+    return {n: off[n].median_us for n in contenders}
+
+
 def sweep(out: Path, M: int, N: int, runs: dict, rows: list[dict], report: str) -> None:
     """Offline times of torch.matmul and every loaded `runs` entry at each K of KS; fit; rewrite OUT/`report`."""
     out.mkdir(parents=True, exist_ok=True)
     stream = torch.cuda.Stream()
     ws = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
     for K in KS:
-        A = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        B = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        Bt = B.t().contiguous()
-        C = torch.empty(M, N, device="cuda", dtype=torch.float16)
-        contenders = {"lib": lambda A=A, B=B, C=C: torch.mm(A, B, out=C)}
-        for name, run in runs.items():
-            contenders[name] = (lambda A=A, B=B, Bt=Bt, C=C, K=K, run=run:
-                                run(A.data_ptr(), B.data_ptr(), Bt.data_ptr(), C.data_ptr(), M, N, K,
-                                    ws.data_ptr(), ws.numel(), torch.cuda.current_stream().cuda_stream))  # fmt: skip
-        off = timing.time_offline(contenders, stream, samples=15)
-        for n in contenders:
-            rows.append({"M": M, "N": N, "K": K, "config": n, "offline_us": off[n].median_us})
-        print(f"{M}x{N}x{K}: " + "  ".join(f"{n} {off[n].median_us:.2f}" for n in contenders), flush=True)
+        us = time_at(M, N, K, runs, stream, ws)
+        rows += [{"M": M, "N": N, "K": K, "config": n, "offline_us": t} for n, t in us.items()]
+        print(f"{M}x{N}x{K}: " + "  ".join(f"{n} {t:.2f}" for n, t in us.items()), flush=True)
     print(f"{M}x{N}: offline time = a + b per 1000 K")
     for n in ["lib", *runs]:
         mine = [r for r in rows if (r["M"], r["N"], r["config"]) == (M, N, n)]

@@ -18,12 +18,11 @@ from pathlib import Path
 
 import torch
 from fixed_cost import BASE, load
-from hgemm.evaluator import timing
 from hgemm.evaluator.compile import compile_sources
 from hgemm.evaluator.kernels import get_family
 from k_group import check
 from ring_loads import NO_LOADS
-from ring_only import MATH, edit
+from ring_only import MATH, edit, time_at
 from structures import ONE
 
 M = N = 512
@@ -67,17 +66,8 @@ def main() -> None:
     ws = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
     rows = []
     for K in KS:
-        A = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        B = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        Bt = B.t().contiguous()
-        C = torch.empty(M, N, device="cuda", dtype=torch.float16)
-        contenders = {"lib": lambda A=A, B=B, C=C: torch.mm(A, B, out=C)}
-        for name, run in runs.items():
-            contenders[name] = (lambda A=A, B=B, Bt=Bt, C=C, K=K, run=run:
-                                run(A.data_ptr(), B.data_ptr(), Bt.data_ptr(), C.data_ptr(), M, N, K,
-                                    ws.data_ptr(), ws.numel(), torch.cuda.current_stream().cuda_stream))  # fmt: skip
-        off = timing.time_offline(contenders, stream, samples=15)
-        rows += [{"M": M, "N": N, "K": K, "config": n, "offline_us": off[n].median_us} for n in contenders]
+        rows += [{"M": M, "N": N, "K": K, "config": n, "offline_us": t}
+                 for n, t in time_at(M, N, K, runs, stream, ws).items()]  # fmt: skip
     (out / "ring-rate.json").write_text(json.dumps(rows, indent=1))
     print(f"{M}x{N}: offline us at K = {KS}, and per 1000 K")
     for n in ["lib", *runs]:

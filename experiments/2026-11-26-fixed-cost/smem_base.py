@@ -35,7 +35,6 @@ CASES = {
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
     family = get_family("wgmma")
     srcs = {}
     for (M, N), configs in CASES.items():
@@ -43,13 +42,18 @@ def main() -> None:
             new = family.render(family.repair({**BASE, **cfg}))
             srcs[(M, N, f"{name} new")] = new
             srcs[(M, N, f"{name} old")] = edit(new, [(NEW, OLD)])
-    compile_sources(list(srcs.values()))  # in parallel; load() below hits the cache
+    compare(Path(sys.argv[1]), srcs, "smem-base.json")
+
+
+def compare(out: Path, srcs: dict[tuple[int, int, str], str], report: str) -> None:
+    """Each (M, N, name) source built (in parallel), checked at K = 1000 and swept over K per output shape."""
+    compile_sources(list(srcs.values()))  # load() below hits the cache
     rows: list[dict] = []
-    for M, N in CASES:
+    for M, N in dict.fromkeys((m, n) for m, n, _ in srcs):
         runs = {name: load(src) for (m, n, name), src in srcs.items() if (m, n) == (M, N)}
         for name, run in runs.items():
             print(f"{M}x{N} {name}: max |diff| at K=1000 {check(run, M, N, 1000):.3g}", flush=True)
-        sweep(out, M, N, runs, rows, "smem-base.json")
+        sweep(out, M, N, runs, rows, report)
 
 
 if __name__ == "__main__":
