@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
@@ -103,6 +104,7 @@ def archived_row(
         record,
         kernel=best["kernel"],
         family=best.get("family"),
+        params=json.loads(best["params"]) if best.get("params") else None,
         proposer=best.get("proposer"),
         gpu=gpu,
         evals=spent["n"],
@@ -114,11 +116,11 @@ def archived_row(
 def measured_since(archive: ArchiveStore, shape: Shape, gpu: str, mode: str, after: str | None, limit: int,
                    *, confirmed: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """The shape's ranked `mode` rows on this GPU whose records were measured after `after` (any time where it is
-    None), only those of confirmed records where `confirmed`, best speedup first, with their kernels' family and
-    proposer (what `leaderboard` gives, every record of a kernel)."""
+    None), only those of confirmed records where `confirmed`, best speedup first, with their kernels' family,
+    parameters (JSON) and proposer (what `leaderboard` gives, every record of a kernel)."""
     stage = " AND r.stage = 'confirmed'" if confirmed else ""
     return [dict(r) for r in archive.execute(
-        "SELECT e.*, k.family, k.proposer FROM evaluations e JOIN records r ON r.id = e.record_id "
+        "SELECT e.*, k.family, k.params, k.proposer FROM evaluations e JOIN records r ON r.id = e.record_id "
         "JOIN kernels k ON k.hash = e.kernel WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? "
         f"AND e.K = ? AND e.gpu IS ? AND json_extract(r.record, '$.created') > ?{stage} "
         "ORDER BY e.speedup_best DESC, e.id DESC LIMIT ?",
@@ -263,7 +265,8 @@ def searched_row(shape: Shape, gpu: str, result: Any, prior: dict[str, Any] | No
     best = result.best
     spent = sum(r.eval_seconds or 0.0 for _, r in result.results) + getattr(result, "confirm_seconds", 0.0)
     row = row_from_record(shape, result.best_record, kernel=best.hash if best else None,
-                          family=best.family if best else None, proposer=best.proposer if best else None, gpu=gpu,
+                          family=best.family if best else None, params=best.params if best else None,
+                          proposer=best.proposer if best else None, gpu=gpu,
                           evals=result.evals, gpu_seconds=spent)  # fmt: skip
     if prior is not None and not sanitize and row_score(prior, objective) > row_score(row, objective):
         # What this search spent is still what the row reports.

@@ -34,13 +34,15 @@ def row_from_record(
     *,
     kernel: str | None = None,
     family: str | None = None,
+    params: dict[str, Any] | None = None,
     proposer: str | None = None,
     gpu: str = "",
     evals: int = 0,
     gpu_seconds: float = 0.0,
     status: str = "optimized",
 ) -> dict[str, Any]:
-    """One report row from the best full-stage record of a shape (None: no correct kernel)."""
+    """One report row from the best full-stage record of a shape (None: no correct kernel). `params`: the
+    family's parameters of the kernel (a template family's render of them rebuilds it), None for others."""
     row: dict[str, Any] = {
         "M": shape.M,
         "N": shape.N,
@@ -49,6 +51,7 @@ def row_from_record(
         "gpu": gpu or (record.gpu if record else ""),
         "kernel": kernel or (record.kernel_hash if record else None),
         "family": family,
+        "params": params,
         "proposer": proposer,
         "status": status if record is not None and record.ok else "no_kernel",
         "evals": evals,

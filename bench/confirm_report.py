@@ -72,6 +72,7 @@ def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
         record,
         kernel=row["kernel"],
         family=row.get("family"),
+        params=row.get("params"),
         proposer=row.get("proposer"),
         gpu=record.gpu,
         evals=row["evals"],

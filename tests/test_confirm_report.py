@@ -92,6 +92,7 @@ def test_confirmed_report_comes_from_the_fresh_measurements(swept, tmp_path, cap
         assert rec.kernel_hash == after["kernel"] and rec.stage == "full"
         assert after["status"] == "confirmed" and "confirm_failure" not in after
         assert after["family"] == before["family"] and after["evals"] == before["evals"]
+        assert before["params"] and after["params"] == before["params"]
         for mode in ("offline", "server"):
             assert before[f"{mode}_speedup_best"] is not None
             assert after[f"selected_{mode}_speedup_best"] == before[f"{mode}_speedup_best"]

@@ -120,6 +120,7 @@ def test_committed_grid100_is_what_the_script_writes():
 
 def test_sweep_runs_and_resumes():
     from hgemm.archive import Archive
+    from hgemm.evaluator.kernels import get_family
 
     shapes = [Shape(256, 256, 256), Shape(512, 128, 2048)]
     archive = Archive()
@@ -139,6 +140,9 @@ def test_sweep_runs_and_resumes():
     for before, after in zip(rows, again, strict=True):
         assert after["status"] == "resumed"
         assert after["kernel"] == before["kernel"]
+        # a template kernel's row carries its parameters: the family's render of them rebuilds the kernel
+        assert before["params"] and after["params"] == before["params"]
+        assert kernel_hash(get_family(before["family"]).render(before["params"])) == before["kernel"]
         assert after["offline_us"] == pytest.approx(before["offline_us"])
         assert after["evals"] == before["evals"]
 
