@@ -1,8 +1,9 @@
 // hgemm family "wgmma": Hopper TMA + wgmma warp-specialised HGEMM (fp16 in, fp32 accumulate, fp16 out).
 //
-// One producer warpgroup (one thread, or one warp with an elected lane issuing) streams A and Bt tiles with TMA into a STAGES-deep
-// shared-memory ring guarded by "full"/"empty" mbarriers; CONSUMERS warpgroups issue wgmma.mma_async from
-// that ring into fp32 register accumulators: BM/CONSUMERS rows of every tile each (cooperative), or
+// One producer warpgroup (one thread, or with HG_WARP_PRODUCER one warp whose elected lane issues) streams A
+// and Bt tiles with TMA into a STAGES-deep shared-memory ring guarded by "full"/"empty" mbarriers; CONSUMERS
+// warpgroups issue wgmma.mma_async from that ring into fp32 register accumulators: BM/CONSUMERS rows of
+// every tile each (cooperative), or
 // alternate whole tiles (HG_PINGPONG, so one consumer's epilogue overlaps the other's math). setmaxnreg
 // moves registers from the producer to the consumers. Persistent CTAs (HG_PERSISTENT) walk the tiles in
 // grouped raster order of HG_GROUP_M tile rows; with HG_CLUSTER_M == 2 two CTAs stacked along M share
