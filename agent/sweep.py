@@ -104,7 +104,7 @@ def archived_row(
         record,
         kernel=best["kernel"],
         family=best.get("family"),
-        params=json.loads(best["params"]) if best.get("params") else None,
+        params=best.get("params"),
         proposer=best.get("proposer"),
         gpu=gpu,
         evals=spent["n"],
@@ -117,15 +117,22 @@ def measured_since(archive: ArchiveStore, shape: Shape, gpu: str, mode: str, aft
                    *, confirmed: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """The shape's ranked `mode` rows on this GPU whose records were measured after `after` (any time where it is
     None), only those of confirmed records where `confirmed`, best speedup first, with their kernels' family,
-    parameters (JSON) and proposer (what `leaderboard` gives, every record of a kernel)."""
+    parameters (decoded) and proposer (what `leaderboard` gives, every record of a kernel)."""
     stage = " AND r.stage = 'confirmed'" if confirmed else ""
-    return [dict(r) for r in archive.execute(
+    return [decoded_params(dict(r)) for r in archive.execute(
         "SELECT e.*, k.family, k.params, k.proposer FROM evaluations e JOIN records r ON r.id = e.record_id "
         "JOIN kernels k ON k.hash = e.kernel WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? "
         f"AND e.K = ? AND e.gpu IS ? AND json_extract(r.record, '$.created') > ?{stage} "
         "ORDER BY e.speedup_best DESC, e.id DESC LIMIT ?",
         (mode, *shape, gpu, after or "", limit),
     )]
+
+
+def decoded_params(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with its kernel's `params` column as a dict, as `leaderboard` gives it."""
+    if isinstance(row.get("params"), str):
+        row["params"] = json.loads(row["params"])
+    return row
 
 
 @dataclass

@@ -219,12 +219,16 @@ def render_markdown(
 ) -> str:
     lines = [f"# Sweep {name}", ""]
     if meta:
-        plain = {k: v for k, v in meta.items() if v not in (None, "") and k != "merged_from"}
+        plain = {k: v for k, v in meta.items() if v not in (None, "") and k not in ("merged_from", "left_out")}
         lines += [", ".join(f"{k}: {v}" for k, v in plain.items()) + ".", ""]
         if meta.get("merged_from"):
             parts = ", ".join(f"{m['report']} ({m['rows']} shapes)" for m in meta["merged_from"])
             lines += [f"Merged from {parts}: each shape's figures are from the last of these that measured it "
                       "(the first's header above).", ""]  # fmt: skip
+        if meta.get("left_out"):
+            shapes = ", ".join(f"{o['shape'][0]}×{o['shape'][1]}×{o['shape'][2]} ({o['report']}, {o['status']})"
+                               for o in meta["left_out"])  # fmt: skip
+            lines += [f"Rows left out as unconfirmed (the earlier report's row stands): {shapes}.", ""]
     gpus = sorted({r["gpu"] for r in rows if r["gpu"]})
     lines += [
         f"GPU: {', '.join(gpus) or 'unknown'}. Shapes: {summary['shapes']}, evaluations: {summary['evals']}"

@@ -196,6 +196,24 @@ def test_merged_reports_keep_each_shapes_latest_measurement(swept, tmp_path):
     assert "Merged from grid (1 shapes), grid-confirmed (1 shapes)" in text
     assert "1 shapes were re-measured afterwards" in text
 
+    # --confirmed-only: a later row whose figures were not confirmed (a search that kept an archived figure)
+    # leaves the earlier row in place and is listed; a confirmed one replaces it
+    later = [{**rows[0], "offline_speedup_best": 2.0, "status": "kept", "measured": "unconfirmed"},
+             {**rows[1], "offline_speedup_best": 0.5, "status": "optimized", "measured": "confirmed"}]  # fmt: skip
+    write_report(later, tmp_path, "grid-searched", plot_png=False)
+    assert merge_reports.main([str(tmp_path / "grid.json"), str(tmp_path / "grid-searched.json"), "--name", "c",
+                               "--out-dir", str(out), "--confirmed-only"]) == 0  # fmt: skip
+    merged = json.loads((out / "c.json").read_text())
+    by_source = {(r["M"], r["N"], r["K"]): r["source"] for r in merged["rows"]}
+    assert by_source == {(rows[0]["M"], rows[0]["N"], rows[0]["K"]): "grid",
+                         (rows[1]["M"], rows[1]["N"], rows[1]["K"]): "grid-searched"}  # fmt: skip
+    shape0 = [rows[0]["M"], rows[0]["N"], rows[0]["K"]]
+    assert merged["meta"]["left_out"] == [{"report": "grid-searched", "shape": shape0, "status": "kept"}]
+    assert "Rows left out as unconfirmed" in (out / "c.md").read_text()
+    assert merge_reports.main([str(tmp_path / "grid.json"), str(tmp_path / "grid-searched.json"), "--name", "d",
+                               "--out-dir", str(out)]) == 0  # fmt: skip
+    assert {r["source"] for r in json.loads((out / "d.json").read_text())["rows"]} == {"grid-searched"}
+
     other = [{**rows[0], "gpu": "another GPU"}]
     write_report(other, tmp_path, "elsewhere", plot_png=False)
     assert merge_reports.main([str(tmp_path / "grid.json"), str(tmp_path / "elsewhere.json"), "--name", "x",

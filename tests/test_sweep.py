@@ -364,6 +364,32 @@ def test_a_resumed_shape_reports_its_confirmed_figure_not_a_luckier_search_sampl
         assert row["kernel"] == kernel_hash(lucky) and row["measured"] == "unconfirmed"
 
 
+def test_a_resumed_template_kernel_carries_its_params_on_every_path():
+    """Resumed rows name the kernel's family params whichever query found it: the search's own ranking (an
+    archive without confirmations, as the shipped seed archive is), a confirmation, or --measured-after."""
+    from hgemm.agent.proposer import Candidate
+    from hgemm.archive import Archive
+    from hgemm.evaluator.kernels import get_family
+
+    params = dict(BM=32, BN=32, WARPS_M=1, WARPS_N=1, WARPS_K=1)
+    source = get_family("small").render(params)
+    ev = StandinEvaluator()
+    shape = Shape(256, 256, 256)
+    with Archive() as archive:
+        gpu = ev.gpu_info().name
+        (rec,) = ev.evaluate([source], shape, stage="full")
+        archive.record(Candidate(source, "template", family="small", params=params), rec)
+        for stage in ("full", "confirmed"):
+            if stage == "confirmed":
+                (rec,) = ev.evaluate([source], shape, stage="confirmed")
+                archive.record(Candidate(source, "template", family="small", params=params), rec)
+            for objective in ("both", "offline", "server"):
+                for after in (None, "2000-01-01T00:00:00+00:00"):
+                    row = sweep.archived_row(archive, shape, gpu, objective, after)
+                    assert row["params"] == params, (stage, objective, after)
+                    assert kernel_hash(get_family(row["family"]).render(row["params"])) == row["kernel"]
+
+
 def test_figures_from_before_measured_after_neither_resume_nor_rank():
     """After a fix to the evaluator, a sweep with --measured-after searches again the shapes whose archived
     figures are older, ignores those figures, and resumes the shapes measured since."""
