@@ -121,7 +121,7 @@ class _Option:
     params: dict[str, Any]
     parents: list[str] = field(default_factory=list)
     origin: str = ""  # "default", "retrieved", "model", "neighbour", "crossover", "random", "refresh"
-    nearness: int = 0  # a retrieved option's place in retrieval order, nearest shape first
+    nearness: float = 0  # a retrieved option's place in retrieval order, nearest shape first
     score: float = math.inf
 
 
@@ -289,8 +289,14 @@ class TemplateProposer:
         for i, hit in enumerate(hits):
             fam, params = hit.get("family"), hit.get("params")
             if fam in self.families and isinstance(params, dict):
-                parent = _hash_of(hit)
-                seeds.append(_Option(fam, dict(params), [parent] if parent else [], "retrieved", nearness=i))
+                parent = [p] if (p := _hash_of(hit)) else []
+                # A winner archived before some of its family's parameters existed: first as the defaults set
+                # those now, then as it ran (the model may not tell the two apart).
+                tuned = getattr(self.families[fam], "default_tuning", None)
+                newer = tuned(params, only_absent=True) if callable(tuned) else params
+                if newer != params:
+                    seeds.append(_Option(fam, dict(newer), list(parent), "retrieved", nearness=i))
+                seeds.append(_Option(fam, dict(params), parent, "retrieved", nearness=i + (0.5 if newer != params else 0)))
         for name, fam in sorted(self.families.items()):
             params = default_params(fam, ctx.shape, ctx.gpu)
             if params:

@@ -442,6 +442,39 @@ def test_the_nearest_shapes_winner_leads_the_first_batch(monkeypatch):
     archive.close()
 
 
+class _Hits:
+    """A retriever that returns fixed hits."""
+
+    def __init__(self, hits):
+        self.hits = hits
+
+    def similar_shapes(self, shape, gpu=None, k=5):
+        return self.hits[:k]
+
+
+def test_a_winner_archived_before_warp_producer_is_proposed_with_it_first():
+    """A retrieved wgmma winner that predates `warp_producer` ran the one-thread loop; where the defaults take the
+    warp (no cluster) the first batch proposes it with the warp first, then as it ran. One that names its
+    producer, or has a cluster, is proposed once, as it is."""
+    wgmma = FAMILIES["wgmma"]
+    near = Shape(64, 4096, 2048)
+    old = {k: v for k, v in wgmma.default_params(near, GPU).items() if k != "warp_producer"}
+    assert old["cluster_m"] == 1
+    hit = {"kernel_hash": "a" * 16, "family": "wgmma", "params": old, "M": 64, "N": 4096, "K": 2048,
+           "gpu": GPU.name, "distance": 1.0}  # fmt: skip
+    cands = TemplateProposer(seed=1).propose(ctx(Shape(64, 4096, 4096), retriever=_Hits([hit])), 8)
+    seeded = [c for c in cands if c.note.startswith("retrieved")]
+    assert [c.params["warp_producer"] for c in seeded] == [1, 0]
+    assert seeded[0] is cands[0] and all(c.parents == ["a" * 16] for c in seeded)
+    assert {k: v for k, v in seeded[0].params.items() if k != "warp_producer"} == \
+        {k: v for k, v in seeded[1].params.items() if k != "warp_producer"}  # fmt: skip
+    for named in ({**old, "warp_producer": 0}, {**old, "cluster_m": 2}):
+        hit2 = {**hit, "params": named}
+        cands = TemplateProposer(seed=1).propose(ctx(Shape(64, 4096, 4096), retriever=_Hits([hit2])), 8)
+        seeded = [c for c in cands if c.note.startswith("retrieved")]
+        assert [c.params["warp_producer"] for c in seeded] == [0]
+
+
 def test_a_resumed_search_still_tries_another_gpus_winner_first(monkeypatch):
     import dataclasses
 

@@ -532,6 +532,22 @@ def test_defaults_run_the_producer_in_a_warp_without_a_cluster(shape, producer):
     assert params["warp_producer"] == int(params["cluster_m"] == 1)
 
 
+def test_default_tuning_sets_the_producer_as_the_defaults_do():
+    one, two = {**BIG, "cluster_m": 1}, {**BIG, "cluster_m": 2}
+    assert FAMILY.default_tuning(one)["warp_producer"] == 1
+    assert FAMILY.default_tuning({**two, "warp_producer": 1})["warp_producer"] == 0
+    # only_absent: a configuration that names its producer keeps it; one archived before the parameter existed
+    # (absent: the one-thread loop) gains the warp where the defaults take it, and is left as it is elsewhere
+    assert FAMILY.default_tuning({**one, "warp_producer": 0}, only_absent=True) == {**one, "warp_producer": 0}
+    old_one = {k: v for k, v in one.items() if k != "warp_producer"}
+    old_two = {k: v for k, v in two.items() if k != "warp_producer"}
+    assert FAMILY.default_tuning(old_one, only_absent=True) == {**old_one, "warp_producer": 1}
+    assert FAMILY.default_tuning(old_two, only_absent=True) == old_two
+    from hgemm.evaluator.kernels import get_family
+
+    assert get_family("small").default_tuning({"BM": 32}) == {"BM": 32}  # a family without such parameters changes nothing
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 @pytest.mark.parametrize(
     "extra",

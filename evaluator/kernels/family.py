@@ -59,6 +59,12 @@ class Family:
         family has none. A search calls it on every candidate before `check`."""
         return dict(params)
 
+    def default_tuning(self, params: Params, only_absent: bool = False) -> Params:
+        """`params` (a new copy) with the tuning parameters whose default follows the structure set as
+        `default_params` sets them; with `only_absent`, only those `params` does not name (a configuration
+        archived before the parameter existed). The base family has none."""
+        return dict(params)
+
     def render(self, params: Params) -> str:
         defines = "".join(f"#define HG_{k.upper()} {int(v) if isinstance(v, bool) else v}\n" for k, v in sorted(params.items()))
         header = f"// hgemm family {self.name}: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + "\n"

@@ -85,6 +85,13 @@ TIME_FACTORS_BY_GPU = {
 }
 
 
+def default_producer(params: Params) -> int:
+    """The producer loop the defaults take: in its whole warp without a cluster (H100: 64x4096x4096, 64x32 tiles,
+    12.07 -> 10.11 us; 512x512 within 3% either way), in one thread with the 2x1 cluster's multicast (1024x1024,
+    64x128 tiles, 3.5% slower per k-block in the warp; experiments/2026-11-26-fixed-cost)."""
+    return int(params.get("cluster_m", 1) == 1)
+
+
 def factors_for(gpu_name: str | None) -> dict[str, float]:
     """The time factors measured on `gpu_name`, else the default (H200) ones."""
     return TIME_FACTORS_BY_GPU.get(gpu_name or "", TIME_FACTORS)
@@ -205,6 +212,16 @@ class WgmmaFamily(Family):
     def render(self, params: Params) -> str:
         return inline_includes(super().render({**OPTIONAL, **params}))
 
+    def default_tuning(self, params: Params, only_absent: bool = False) -> Params:
+        """`params` with `warp_producer` as the defaults set it for its cluster (`default_producer`); with
+        `only_absent`, only where `params` does not name it and the defaults take the warp: a configuration
+        archived before the parameter existed ran the one-thread loop (absent means 0), and a search that
+        retrieves it proposes it in both forms."""
+        producer = default_producer(params)
+        if only_absent and ("warp_producer" in params or producer == OPTIONAL["warp_producer"]):
+            return dict(params)
+        return {**params, "warp_producer": producer}
+
     def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params | None:
         """The measured-best configuration class for the shape (H200 sweeps, experiments/NOTES.md), or None
         when TMA cannot take the shape (K or N not a multiple of 8). Tiles may overhang M and N: a partial tile
@@ -252,11 +269,7 @@ class WgmmaFamily(Family):
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
         def deepest(params: Params, rings: tuple[int, ...]) -> Params | None:
-            # Without a cluster, the producer's loop in its whole warp (H100: 64x4096x4096, 64x32 tiles, 12.07
-            # -> 10.11 us; 512x512 within 3% either way); with the 2x1 cluster's multicast, in one thread
-            # (1024x1024, 64x128 tiles, 3.5% slower per k-block in the warp; experiments/2026-11-26-fixed-cost).
-            producer = int(params.get("cluster_m", 1) == 1)
-            fitting = ({**params, "stages": s, "warp_producer": producer} for s in rings)
+            fitting = ({**params, "stages": s, "warp_producer": default_producer(params)} for s in rings)
             return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
 
         rings = (8, 7, 6, 5, 4, 3, 2)
