@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -117,22 +116,17 @@ def measured_since(archive: ArchiveStore, shape: Shape, gpu: str, mode: str, aft
                    *, confirmed: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """The shape's ranked `mode` rows on this GPU whose records were measured after `after` (any time where it is
     None), only those of confirmed records where `confirmed`, best speedup first, with their kernels' family,
-    parameters (decoded) and proposer (what `leaderboard` gives, every record of a kernel)."""
+    parameters and proposer, JSON columns decoded (what `leaderboard` gives, every record of a kernel)."""
+    from hgemm.archive.rows import to_dict
+
     stage = " AND r.stage = 'confirmed'" if confirmed else ""
-    return [decoded_params(dict(r)) for r in archive.execute(
+    return [to_dict(r) for r in archive.execute(
         "SELECT e.*, k.family, k.params, k.proposer FROM evaluations e JOIN records r ON r.id = e.record_id "
         "JOIN kernels k ON k.hash = e.kernel WHERE e.mode = ? AND e.ranked = 1 AND e.M = ? AND e.N = ? "
         f"AND e.K = ? AND e.gpu IS ? AND json_extract(r.record, '$.created') > ?{stage} "
         "ORDER BY e.speedup_best DESC, e.id DESC LIMIT ?",
         (mode, *shape, gpu, after or "", limit),
     )]
-
-
-def decoded_params(row: dict[str, Any]) -> dict[str, Any]:
-    """`row` with its kernel's `params` column as a dict, as `leaderboard` gives it."""
-    if isinstance(row.get("params"), str):
-        row["params"] = json.loads(row["params"])
-    return row
 
 
 @dataclass

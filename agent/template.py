@@ -294,9 +294,10 @@ class TemplateProposer:
                 # those now, then as it ran (the model may not tell the two apart).
                 tuned = getattr(self.families[fam], "default_tuning", None)
                 newer = tuned(params, only_absent=True) if callable(tuned) else params
-                if newer != params:
+                predates = newer != params
+                if predates:
                     seeds.append(_Option(fam, dict(newer), list(parent), "retrieved", nearness=i))
-                seeds.append(_Option(fam, dict(params), parent, "retrieved", nearness=i + (0.5 if newer != params else 0)))
+                seeds.append(_Option(fam, dict(params), parent, "retrieved", nearness=i + 0.5 * predates))
         for name, fam in sorted(self.families.items()):
             params = default_params(fam, ctx.shape, ctx.gpu)
             if params:
