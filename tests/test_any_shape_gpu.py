@@ -80,6 +80,32 @@ def test_wgmma_is_correct_on_ragged_shapes():
     assert not bad, bad
 
 
+def test_wgmma_deep_stages_are_correct_on_ragged_shapes():
+    """HG_STAGE_K 128 (two TMA boxes per operand behind one barrier) in every store path, on the same shapes: K of
+    8 and 136 leave a stage's second box, or most of it, to TMA's zero fill; 1000 a partial last stage."""
+    import torch
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma kernels need a compute capability 9.x GPU")
+    from hgemm.evaluator.kernels import get_family
+
+    fam = get_family("wgmma")
+    variants = {**WGMMA_VARIANTS, "64x32": {"bm": 64, "bn": 32, "consumers": 1, "stages": 8},
+                "swap-64x32": {"swap_ab": 1, "bm": 64, "bn": 32, "consumers": 1, "stages": 8, "epilogue": 0,
+                               "pingpong": 0, "stream_k": 0}}  # fmt: skip
+    cases = []
+    for i, shape in enumerate(WGMMA_SHAPES):
+        base = fam.default_params(shape)
+        for j, (label, change) in enumerate(variants.items()):
+            params = fam.repair({**base, **change, "stage_k": 128, "warp_producer": (i + j) % 2})
+            if fam.check(params, shape) is None:
+                cases.append((label, "wgmma", params, shape))
+    assert {c[0] for c in cases} == set(variants)  # every store path ran with deep stages on some ragged shape
+    assert {c[2]["stage_k"] for c in cases} == {128}
+    bad = [r for r in _run(cases) if not r["ok"]]
+    assert not bad, bad
+
+
 def test_wgmma_swap_ab_is_correct_on_ragged_shapes():
     """HG_SWAP_AB (Ct = Bt A^T, C stored transposed) on the same shapes, through registers and the workspace,
     with and without the cluster that then multicasts A."""

@@ -53,7 +53,14 @@ def test_check_says_what_the_rules_say():
 
 def test_resource_formulas_come_from_the_header():
     p = {**OPTIONAL, **FAMILY.default_params(Shape(4096, 4096, 4096), H100)}
-    assert rules.smem_bytes(p) == FAMILY.smem_bytes(p) and rules.bk() == 64
+    assert rules.smem_bytes(p) == FAMILY.smem_bytes(p) and rules.box_k() == 64
+    # a 128-deep stage holds two boxes per operand: the ring's bytes double, the k-blocks halve
+    deep = {**p, "stage_k": 128}
+    assert rules.smem_bytes(deep) - rules.smem_bytes(p) == p["stages"] * (p["bm"] + p["bn"]) * 64 * 2
+    assert rules.shape_violation({**deep, "split_k": 2, "epilogue": 0}, Shape(1024, 1024, 256)) is None
+    assert "fewer k-blocks than split_k" in rules.shape_violation({**deep, "split_k": 3, "epilogue": 0},
+                                                                  Shape(1024, 1024, 256))  # fmt: skip
+    assert "STAGE_K must be 64 or 128" in rules.violation({**p, "stage_k": 32})
     assert rules.wg_rows({**p, "pingpong": 1, "bn": 192}) == p["bm"] and rules.c_panel({**p, "bn": 160}) == 32
     assert rules.shape_violation(p, Shape(4096, 4096, 4000)) is None  # partial last k-block: TMA zero-fills it
     assert "K must be a multiple of 8" in rules.shape_violation(p, Shape(4096, 4096, 4001))

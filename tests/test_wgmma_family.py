@@ -315,7 +315,7 @@ def test_few_tile_shapes_take_narrow_tiles_with_deep_rings(shape, expect):
     tiles = -(-shape[0] // p["bm"]) * -(-shape[1] // p["bn"])
     assert tiles * p["split_k"] <= 132
     deeper = FAMILY.repair({**p, "stages": 16})  # the deepest ring that fits
-    assert p["stages"] == deeper["stages"] and p["stages"] >= 8
+    assert p["stages"] == deeper["stages"] and p["stages"] * p["stage_k"] >= 8 * 64  # at least 512 of K in flight
 
 
 WIDE = {**BIG, "bn": 192, "stages": 4}  # 128x192 tiles, two consumers: 96 accumulators per thread
@@ -556,5 +556,55 @@ def test_default_tuning_sets_the_producer_as_the_defaults_do():
 )  # fmt: skip
 def test_warp_producer_builds_without_spills(extra, tmp_path):
     params = FAMILY.repair({**BIG, **extra, "warp_producer": 1})
+    assert FAMILY.check(params, Shape(1024, 1024, 4096), H100) is None
+    build_without_spills(FAMILY.render(params), tmp_path)
+
+
+# HG_STAGE_K: 128 of K per ring stage, two TMA boxes per operand behind one barrier.
+def test_stage_k_is_searched_and_absent_means_one_box_per_stage():
+    assert SPACE["stage_k"] == (64, 128)
+    assert "stage_k" in FAMILY.tuning
+    assert FAMILY.render({**BIG, "stage_k": 64}) == FAMILY.render(BIG)
+    deep = FAMILY.render({**BIG, "stage_k": 128})
+    assert "#define HG_STAGE_K 128" in deep
+    assert "stage_k=256 not in (64, 128)" in FAMILY.check({**BIG, "stage_k": 256}, Shape(4096, 4096, 4096), H100)
+    # the same ring bytes hold half the stages: repair keeps the deepest ring that fits
+    narrow = {**BIG, "bm": 64, "bn": 32, "consumers": 1, "cluster_m": 1, "epi_panels": 0, "stages": 16}
+    assert FAMILY.check(FAMILY.repair(narrow), Shape(64, 4096, 4096), H100) is None
+    deep_ring = FAMILY.repair({**narrow, "stage_k": 128})
+    assert deep_ring["stages"] == 8 and FAMILY.check(deep_ring, Shape(64, 4096, 4096), H100) is None
+
+
+@pytest.mark.parametrize(
+    ("shape", "stage_k"),
+    [((64, 4096, 2048), 128), ((64, 1024, 16384), 128), ((512, 512, 4096), 64), ((1024, 1024, 1024), 64),
+     ((4096, 4096, 4096), 64)],
+)  # fmt: skip
+def test_defaults_take_deep_stages_for_narrow_tiles_without_a_cluster(shape, stage_k):
+    params = FAMILY.default_params(Shape(*shape), H100)
+    assert params["stage_k"] == stage_k
+    assert params["stage_k"] == (128 if params["cluster_m"] == 1 and params["bn"] <= 64 else 64)
+    assert FAMILY.check(params, Shape(*shape), H100) is None
+
+
+def test_default_tuning_sets_both_parameters_a_configuration_predates():
+    narrow = {**BIG, "bm": 64, "bn": 64, "consumers": 1, "cluster_m": 1, "epi_panels": 0, "stages": 14}
+    old = {k: v for k, v in narrow.items() if k not in ("warp_producer", "stage_k")}
+    assert FAMILY.default_tuning(old, only_absent=True) == {**old, "warp_producer": 1, "stage_k": 128}
+    named = {**old, "stage_k": 64}
+    assert FAMILY.default_tuning(named, only_absent=True) == {**named, "warp_producer": 1}  # it names its stage
+    assert FAMILY.default_tuning({**narrow, "cluster_m": 2, "stage_k": 128})["stage_k"] == 64
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize(
+    "extra",
+    [{"bm": 64, "bn": 32, "consumers": 1, "stages": 8, "warp_producer": 1}, {"cluster_m": 2, "bn": 128, "stages": 4},
+     {"bm": 128, "bn": 64, "consumers": 2, "pingpong": 1, "stages": 4},
+     {"split_k": 2, "split_dsmem": 1, "persistent": 0, "epilogue": 0, "bm": 64, "bn": 64, "consumers": 1},
+     {"bm": 64, "bn": 32, "consumers": 1, "stages": 8, "epilogue": 0, "cluster_m": 2, "swap_ab": 1}],
+)  # fmt: skip
+def test_deep_stages_build_without_spills(extra, tmp_path):
+    params = FAMILY.repair({**BIG, **extra, "stage_k": 128})
     assert FAMILY.check(params, Shape(1024, 1024, 4096), H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)

@@ -27,7 +27,7 @@ from hgemm.core.shape import Shape
 # Each family's Params, field by field, as its header declares them (the parameters' names in the family).
 ORDERS = {
     "wgmma": ("bm", "bn", "stages", "consumers", "group_m", "persistent", "epilogue", "cluster_m", "pingpong",
-              "split_k", "split_dsmem", "epi_panels", "stream_k", "swap_ab", "warp_producer"),
+              "split_k", "split_dsmem", "epi_panels", "stream_k", "swap_ab", "warp_producer", "stage_k"),
     "mma": ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES", "RASTER", "SPLIT_K", "KVEC"),
     "small": ("BM", "BN", "WARPS_M", "WARPS_N", "WARPS_K", "KVEC"),
 }
@@ -73,7 +73,7 @@ def library() -> ctypes.CDLL:
         getattr(dll, f"{fam}_walk").argtypes = [ctypes.POINTER(ip), ip, ctypes.POINTER(ll)]
     for name in ("wgmma_c_panel", "wgmma_wg_rows", "mma_register_estimate", "small_register_estimate"):
         getattr(dll, name).restype, getattr(dll, name).argtypes = ctypes.c_int, [ip]
-    dll.wgmma_bk.restype, dll.wgmma_bk.argtypes = ctypes.c_int, []
+    dll.wgmma_box_k.restype, dll.wgmma_box_k.argtypes = ctypes.c_int, []
     return dll
 
 
@@ -106,9 +106,9 @@ def register_estimate(params: dict, fam: str) -> int:
     return getattr(library(), f"{fam}_register_estimate")(_vector(fam, params))
 
 
-def bk() -> int:
-    """The wgmma family's k per ring stage."""
-    return library().wgmma_bk()
+def box_k() -> int:
+    """The wgmma family's k per TMA box (one 128-byte swizzle row); a ring stage holds `stage_k` / box_k of them."""
+    return library().wgmma_box_k()
 
 
 def c_panel(params: dict) -> int:

@@ -40,13 +40,13 @@ long long walk(const int* const* values, const int* counts, long long* accepted,
 using W = wgmma_rules::Params;
 using M = mma_rules::Params;
 using S = small_rules::Params;
-constexpr int WN = 15, MN = 9, SN = 6;
+constexpr int WN = 16, MN = 9, SN = 6;
 
 }  // namespace
 
 extern "C" {
 // wgmma
-int wgmma_bk() { return wgmma_rules::BK; }
+int wgmma_box_k() { return wgmma_rules::BOX_K; }
 const char* wgmma_violation(const int* v) { return wgmma_rules::violation(params<W, WN>(v)); }
 const char* wgmma_shape_violation(const int* v, long long m, long long n, long long k) {
   return wgmma_rules::shape_violation(params<W, WN>(v), m, n, k);

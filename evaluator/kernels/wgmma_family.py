@@ -20,7 +20,7 @@ from hgemm.evaluator.kernels.family import Family, Params, kernel_file
 from hgemm.core.record import GpuInfo
 from hgemm.core.shape import Shape
 
-BK = rules.bk()  # k per ring stage, from the rules header
+BK = rules.box_k()  # k per TMA box, from the rules header: the unit of the defaults' k-block counts
 HOPPER_SMEM_OPTIN = 232448  # 227 KiB: H100/H200 opt-in shared memory per block
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
@@ -42,8 +42,11 @@ SPACE: dict[str, tuple] = {
     "swap_ab": (0, 1),
     # the producer's loop in its whole warp, an elected lane issuing (experiments/2026-11-26-fixed-cost)
     "warp_producer": (0, 1),
+    # K per ring stage: one TMA box per operand, or two behind one barrier (experiments/2026-11-27-deep-stage)
+    "stage_k": (64, 128),
 }
-OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0, "swap_ab": 0, "warp_producer": 0}  # parameters added later: absent means this value
+OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0, "swap_ab": 0, "warp_producer": 0,
+            "stage_k": 64}  # parameters added later: absent means this value
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
 # relative to 128x256 with a 2x1 cluster (H200, experiments/NOTES.md).
 TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
@@ -90,6 +93,19 @@ def default_producer(params: Params) -> int:
     12.07 -> 10.11 us; 512x512 within 3% either way), in one thread with the 2x1 cluster's multicast (1024x1024,
     64x128 tiles, 3.5% slower per k-block in the warp; experiments/2026-11-26-fixed-cost)."""
     return int(params.get("cluster_m", 1) == 1)
+
+
+def default_stage_k(params: Params) -> int:
+    """K per ring stage the defaults take: 128 (two boxes per operand behind one barrier, half the handshakes per
+    k) for tiles at most 64 wide without a cluster, else 64. H100, us per 1000 of K with the same ring bytes
+    (experiments/2026-11-27-deep-stage): 64x4096, 64x32 tiles 1.80 -> 1.67 (warp producer; one thread 2.34 ->
+    1.73); 12288x256, 128x64 ping-pong 16.3 -> 15.9; 512x512, 64x32 and 64x64, unchanged; 1024x1024, 64x128 with
+    the 2x1 cluster 3.62 -> 3.93 (worse). Wider tiles without a cluster were not measured."""
+    return 128 if params.get("cluster_m", 1) == 1 and params.get("bn", 0) <= 64 else 64
+
+
+# The tuning parameters the defaults set from the rest of a configuration (`WgmmaFamily.default_tuning`).
+DEFAULT_TUNING = {"warp_producer": default_producer, "stage_k": default_stage_k}
 
 
 def factors_for(gpu_name: str | None) -> dict[str, float]:
@@ -213,14 +229,16 @@ class WgmmaFamily(Family):
         return inline_includes(super().render({**OPTIONAL, **params}))
 
     def default_tuning(self, params: Params, only_absent: bool = False) -> Params:
-        """`params` with `warp_producer` as the defaults set it for its cluster (`default_producer`); with
-        `only_absent`, only where `params` does not name it and the defaults take the warp: a configuration
-        archived before the parameter existed ran the one-thread loop (absent means 0), and a search that
-        retrieves it proposes it in both forms."""
-        producer = default_producer(params)
-        if only_absent and ("warp_producer" in params or producer == OPTIONAL["warp_producer"]):
-            return dict(params)
-        return {**params, "warp_producer": producer}
+        """`params` with each parameter of DEFAULT_TUNING (`warp_producer`, `stage_k`) as the defaults set it for
+        the rest; with `only_absent`, only those `params` does not name and whose default differs from the value
+        an absent one means: a configuration archived before a parameter existed ran as OPTIONAL says, and a
+        search that retrieves it proposes it in both forms."""
+        out = dict(params)
+        for name, rule in DEFAULT_TUNING.items():
+            value = rule(params)
+            if not only_absent or (name not in params and value != OPTIONAL[name]):
+                out[name] = value
+        return out
 
     def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params | None:
         """The measured-best configuration class for the shape (H200 sweeps, experiments/NOTES.md), or None
@@ -269,7 +287,7 @@ class WgmmaFamily(Family):
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
         def deepest(params: Params, rings: tuple[int, ...]) -> Params | None:
-            fitting = ({**params, "stages": s, "warp_producer": default_producer(params)} for s in rings)
+            fitting = ({**self.default_tuning(params), "stages": s} for s in rings)
             return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
 
         rings = (8, 7, 6, 5, 4, 3, 2)
@@ -391,6 +409,6 @@ FAMILIES: dict[str, Family] = {
         "warpgroups (3 for 192-row tiles), mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, "
         "2x1 multicast clusters, split-K with a reduction kernel or DSMEM, stream-K",
         min_cc=9.0,
-        tuning=("group_m", "persistent", "epi_panels", "stages", "warp_producer"),
+        tuning=("group_m", "persistent", "epi_panels", "stages", "warp_producer", "stage_k"),
     ),
 }

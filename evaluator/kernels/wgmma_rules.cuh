@@ -5,21 +5,23 @@
 
 namespace wgmma_rules {
 
-constexpr int BK = 64;                                // k per ring stage: one 128-byte swizzle row of fp16
+constexpr int BOX_K = 64;                             // k per TMA box: one 128-byte swizzle row of fp16
 constexpr long long WORKSPACE_BYTES = 64ll << 20;     // the contract's workspace, at least
 
 struct Params {
   int bm, bn, stages, consumers, group_m, persistent, epilogue, cluster_m, pingpong, split_k, split_dsmem,
-      epi_panels, stream_k, swap_ab, warp_producer;
+      epi_panels, stream_k, swap_ab, warp_producer, stage_k;
 };
+
+constexpr int bk(const Params& p) { return p.stage_k; }  // k per ring stage: stage_k / BOX_K boxes per operand
 
 constexpr int wg_rows(const Params& p) { return p.pingpong ? p.bm : p.bm / p.consumers; }  // rows per consumer
 constexpr int m_iters(const Params& p) { return wg_rows(p) / 64; }                          // m64 blocks per consumer
 constexpr bool dsmem(const Params& p) { return p.split_dsmem != 0 && p.split_k > 1; }
 constexpr int c_panel(const Params& p) { return p.bn % 64 ? 32 : 64; }  // columns per C panel (one TMA box)
 constexpr int c_cols(const Params& p) { return p.epi_panels ? c_panel(p) * p.epi_panels : p.bn; }
-constexpr int a_bytes(const Params& p) { return p.bm * BK * 2; }
-constexpr int b_bytes(const Params& p) { return p.bn * BK * 2; }
+constexpr int a_bytes(const Params& p) { return p.bm * bk(p) * 2; }
+constexpr int b_bytes(const Params& p) { return p.bn * bk(p) * 2; }
 constexpr int c_bytes(const Params& p) {
   return (p.epilogue && p.split_k == 1) ? p.consumers * wg_rows(p) * c_cols(p) * 2 : 0;
 }
@@ -56,6 +58,7 @@ constexpr const char* violation(const Params& p) {
     return "stream_k needs persistent=1, split_k=1, pingpong=0, consumers <= 2";
   if (p.swap_ab != 0 && p.swap_ab != 1) return "SWAP_AB must be 0 or 1";
   if (p.warp_producer != 0 && p.warp_producer != 1) return "WARP_PRODUCER must be 0 or 1";
+  if (p.stage_k != BOX_K && p.stage_k != 2 * BOX_K) return "STAGE_K must be 64 or 128";
   if (p.swap_ab && (p.epilogue || p.split_dsmem || p.stream_k || p.pingpong))
     return "swap_ab stores C transposed from the registers or the workspace: epilogue=0, split_dsmem=0, stream_k=0, "
            "pingpong=0 (its element stores spill a ping-pong consumer's registers)";
@@ -65,8 +68,8 @@ constexpr const char* violation(const Params& p) {
   return nullptr;
 }
 
-// k-blocks of BK for a K: the last may be partial (TMA zero-fills it).
-constexpr long long k_blocks(long long K) { return (K + BK - 1) / BK; }
+// k-blocks (ring stages) for a K: the last may be partial (TMA zero-fills it).
+constexpr long long k_blocks(int stage_k, long long K) { return (K + stage_k - 1) / stage_k; }
 
 // The first rule the shape M x N x K breaks for `p` (what hgemm_supports refuses), or nullptr. Any M; partial
 // tiles in M, N and K are loaded by TMA with zero fill and stored clipped (TMA) or predicated (the other
@@ -75,7 +78,7 @@ constexpr const char* shape_violation(const Params& p, long long M, long long N,
   if (M <= 0 || N <= 0 || K <= 0) return "empty shape";
   if (K % 8) return "K must be a multiple of 8 (TMA needs 16-byte rows of A and Bt)";
   if (N % 8) return "N must be a multiple of 8 (TMA needs 16-byte rows of C)";
-  if (k_blocks(K) < p.split_k) return "fewer k-blocks than split_k";
+  if (k_blocks(bk(p), K) < p.split_k) return "fewer k-blocks than split_k";
   if (p.split_k > 1 && !dsmem(p) && static_cast<long long>(p.split_k) * M * N * 4 > WORKSPACE_BYTES)
     return "split-K partials exceed the 64 MiB workspace";
   return nullptr;

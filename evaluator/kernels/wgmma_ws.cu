@@ -23,7 +23,9 @@
 //   (rows per consumer, C panels, shared memory, shape rules), is in wgmma_rules.cuh and nowhere else.
 // - Any M; N and K multiples of 8 (TMA's 16-byte rows). Partial tiles in M, N and K load zeros (TMA fill);
 //   C is stored clipped by TMA or predicated at M and N by the other stores.
-// - A is M x K and Bt is N x K, both K-major; BK = 64, so a tile row is one 128-byte swizzle row.
+// - A is M x K and Bt is N x K, both K-major. A TMA box is 64 deep in K (one 128-byte swizzle row per tile
+//   row); a ring stage holds BK = HG_STAGE_K of K, one box per operand or two behind one barrier (half the
+//   handshakes per k), box j of a stage at j * rows * 128 bytes.
 // - Slice s covers k-blocks [s*KB/SPLIT_K, (s+1)*KB/SPLIT_K); every partial is written in full, so the
 //   garbage workspace never reaches C.
 // - Device code exists only for sm_90a; other targets compile an empty kernel the host refuses to launch.
@@ -37,7 +39,7 @@
 #if !defined(HG_BM) || !defined(HG_BN) || !defined(HG_STAGES) || !defined(HG_CONSUMERS) || !defined(HG_GROUP_M) || \
     !defined(HG_PERSISTENT) || !defined(HG_EPILOGUE) || !defined(HG_CLUSTER_M) || !defined(HG_PINGPONG) ||          \
     !defined(HG_SPLIT_K) || !defined(HG_SPLIT_DSMEM) || !defined(HG_EPI_PANELS) || !defined(HG_STREAM_K) ||        \
-    !defined(HG_SWAP_AB) || !defined(HG_WARP_PRODUCER)
+    !defined(HG_SWAP_AB) || !defined(HG_WARP_PRODUCER) || !defined(HG_STAGE_K)
 #error "wgmma: every HG_ parameter must be defined (render the family)"
 #endif
 
@@ -47,12 +49,15 @@
 namespace hgw_cfg {
 constexpr wgmma_rules::Params P{HG_BM,      HG_BN,       HG_STAGES,   HG_CONSUMERS,   HG_GROUP_M,
                                 HG_PERSISTENT, HG_EPILOGUE, HG_CLUSTER_M, HG_PINGPONG,  HG_SPLIT_K,
-                                HG_SPLIT_DSMEM, HG_EPI_PANELS, HG_STREAM_K, HG_SWAP_AB, HG_WARP_PRODUCER};
+                                HG_SPLIT_DSMEM, HG_EPI_PANELS, HG_STREAM_K, HG_SWAP_AB, HG_WARP_PRODUCER,
+                                HG_STAGE_K};
 static_assert(wgmma_rules::violation(P) == nullptr, "these parameters break a rule of wgmma_rules.cuh");
 // (Every constant below is used by the sm_90a kernel; the other targets compile an empty kernel.)
 [[maybe_unused]] constexpr int BM = HG_BM;
 [[maybe_unused]] constexpr int BN = HG_BN;
-[[maybe_unused]] constexpr int BK = wgmma_rules::BK;
+[[maybe_unused]] constexpr int BK = wgmma_rules::bk(P);           // K per ring stage
+[[maybe_unused]] constexpr int BOXES = BK / wgmma_rules::BOX_K;   // TMA boxes per operand per stage
+[[maybe_unused]] constexpr int BOX_STEPS = wgmma_rules::BOX_K / 16;  // k16 wgmma steps per box
 [[maybe_unused]] constexpr int STAGES = HG_STAGES;
 [[maybe_unused]] constexpr int CONSUMERS = HG_CONSUMERS;
 [[maybe_unused]] constexpr int GROUP_M = HG_GROUP_M;
@@ -429,7 +434,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   const int m_units = (M + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);  // the last may be partial
   const int n_blocks = (N + BN - 1) / BN;
   const int tiles = m_units * n_blocks;
-  const int k_blocks = static_cast<int>(wgmma_rules::k_blocks(K));  // TMA zero-fills past K
+  const int k_blocks = static_cast<int>(wgmma_rules::k_blocks(BK, K));  // TMA zero-fills past K
   const int cluster_id = blockIdx.x / CLUSTER_M;
   const int cluster_count = gridDim.x / CLUSTER_M;
 
@@ -456,12 +461,16 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
           const uint32_t fb = full_bar + 8 * s;
           if (issuer) {
             mbar_arrive_expect_tx(fb, A_BYTES + B_BYTES);
-            tma_load_2d(sA + s * A_BYTES, &tmA, fb, kb * BK, m0);
-            if constexpr (B_MULTICAST) {
-              tma_load_2d_multicast(sB + s * B_BYTES + rank * B_SLICE * 128, &tmB, fb, kb * BK,
-                                    n0 + rank * B_SLICE, static_cast<uint16_t>((1u << CLUSTER_M) - 1));
-            } else {
-              tma_load_2d(sB + s * B_BYTES, &tmB, fb, kb * BK, n0);
+#pragma unroll
+            for (int j = 0; j < BOXES; ++j) {
+              const int k0 = kb * BK + j * wgmma_rules::BOX_K;
+              tma_load_2d(sA + s * A_BYTES + j * BM * 128, &tmA, fb, k0, m0);
+              if constexpr (B_MULTICAST) {
+                tma_load_2d_multicast(sB + s * B_BYTES + j * BN * 128 + rank * B_SLICE * 128, &tmB, fb, k0,
+                                      n0 + rank * B_SLICE, static_cast<uint16_t>((1u << CLUSTER_M) - 1));
+              } else {
+                tma_load_2d(sB + s * B_BYTES + j * BN * 128, &tmB, fb, k0, n0);
+              }
             }
           }
           if (WARP_PRODUCER) __syncwarp();
@@ -520,10 +529,12 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
         const uint32_t b_base = sB + s * B_BYTES;
 #pragma unroll
         for (int k = 0; k < BK / 16; ++k) {
-          const uint64_t db = smem_desc_k128(b_base) + 2 * k;
+          // k16 step k: box k / 4 of the stage, 32 bytes (2 descriptor units) per step within the box
+          const int box = k / BOX_STEPS, step = k % BOX_STEPS;
+          const uint64_t db = smem_desc_k128(b_base + box * BN * 128) + 2 * step;
 #pragma unroll
           for (int mi = 0; mi < M_ITERS; ++mi) {
-            const uint64_t da = smem_desc_k128(a_base + mi * 64 * 128) + 2 * k;
+            const uint64_t da = smem_desc_k128(a_base + box * BM * 128 + mi * 64 * 128) + 2 * step;
             wgmma_m64k16<BN>(acc[mi], da, db, (kb > kb_begin || k > 0) ? 1 : 0);
           }
         }
