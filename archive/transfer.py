@@ -63,12 +63,22 @@ XZ_MAGIC = b"\xfd7zXZ\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+# Compression level of exports: the fastest of each format. A sweep exports on SIGTERM, and a time limit grants a
+# few seconds before SIGKILL: the seed archive's 100 MB of jsonl took 19 s through xz's default preset (2.1 MB)
+# and 1.3 s through preset 1 (2.9 MB); gzip 5.6 s at level 9, 1.2 s at level 1. Reading needs no level.
+XZ_PRESET = 1
+GZIP_LEVEL = 1
+
+
 def _open_text(path: Path | str, mode: str, compression: str | None):
-    """A text file, through lzma or gzip when `compression` is "xz" or "gz"."""
+    """A text file, through lzma or gzip when `compression` is "xz" or "gz" (written at the fastest level)."""
+    writing = "w" in mode
     if compression == "xz":
-        return lzma.open(path, mode + "t", encoding="utf-8", newline="")
+        level = {"preset": XZ_PRESET} if writing else {}
+        return lzma.open(path, mode + "t", encoding="utf-8", newline="", **level)
     if compression == "gz":
-        return gzip.open(path, mode + "t", encoding="utf-8", newline="")
+        level = {"compresslevel": GZIP_LEVEL} if writing else {}
+        return gzip.open(path, mode + "t", encoding="utf-8", newline="", **level)
     return open(path, mode, newline="", encoding="utf-8")
 
 
