@@ -161,7 +161,7 @@ def tile_of(family_name: str, params: dict[str, Any], family: Any = None) -> Til
     cluster_m = int(param(params, "cluster_m", 1))
     smem = None
     if wgmma:
-        bk = int(param(params, "bk", 64))
+        bk = int(param(params, "stage_k", param(params, "bk", 64)))  # K per ring stage (wgmma: stage_k)
         consumers = int(param(params, "consumers", max(1, bm // 64)))
         threads = int(param(params, "threads", 128 * (consumers + 1)))
         wm, wn = consumers, 1
@@ -305,7 +305,8 @@ def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> 
 
     # Main-loop rate of one SM: family efficiency, de-rated for shallow pipelines,
     # little latency hiding and small per-warp tiles (operand reuse in registers).
-    stage_factor = {1: 0.5, 2: 0.78, 3: 0.93}.get(tile.stages, 1.0)
+    depth = tile.stages * tile.bk // 64 if tile.wgmma else tile.stages  # 64-deep k-blocks the ring holds
+    stage_factor = {1: 0.5, 2: 0.78, 3: 0.93}.get(depth, 1.0)
     if k_iters < tile.stages:  # a pipeline deeper than the loop only fills
         stage_factor *= 0.9
     warps_resident = min(occ, busiest) * tile.threads // 32  # what actually shares the busiest SM

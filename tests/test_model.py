@@ -258,6 +258,19 @@ def test_a_dsmem_split_pays_for_its_cluster_reduction():
     assert dsmem.dram_us < workspace.dram_us  # no fp32 partials through memory
 
 
+def test_a_deep_stage_is_a_wgmma_k_block_of_128():
+    narrow = {**WG, "bm": 64, "bn": 64, "consumers": 1, "cluster_m": 1, "stages": 12}
+    deep = {**narrow, "stage_k": 128, "stages": 6}
+    assert tile_of("wgmma", deep, FAMILIES["wgmma"]).bk == 128 and tile_of("wgmma", narrow, FAMILIES["wgmma"]).bk == 64
+    # the same K in flight and the same work where K is a multiple of 128
+    assert predict_us("wgmma", deep, Shape(64, 4096, 4096), H100) == pytest.approx(
+        predict_us("wgmma", narrow, Shape(64, 4096, 4096), H100), rel=0.02)  # fmt: skip
+    # where it is not, the last stage's zero fill counts as work
+    short = Shape(64, 4096, 64)
+    assert predict("wgmma", deep, short, H100).padded_fraction == pytest.approx(
+        predict("wgmma", narrow, short, H100).padded_fraction / 2)  # fmt: skip
+
+
 def test_cp_async_pipelines_with_few_ctas_wait_on_load_latency():
     mma = {"BM": 32, "BN": 32, "BK": 32, "WARPS_M": 1, "WARPS_N": 1, "STAGES": 4, "RASTER": 8}
     shape = (16, 4096, 14336)  # one 32x32 tile per SM: measured 121.8 us

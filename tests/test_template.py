@@ -611,7 +611,8 @@ def test_a_family_measured_twice_as_slow_as_the_best_gets_no_more_evaluations(sl
 
 
 def _archive_with_mma_behind(shapes, factor):
-    """A real archive where, on each of `shapes`, mma_ms measured `factor` times wgmma's time."""
+    """A real archive where, on each of `shapes`, wgmma was fastest, mma_ms measured `factor` times its time and any
+    other family proposed there 1.1 times (a tie would let the order of names pick the winner)."""
     from hgemm.archive import Archive
 
     archive = Archive()
@@ -619,7 +620,7 @@ def _archive_with_mma_behind(shapes, factor):
         p = TemplateProposer(seed=5)
         cands = p.propose(ctx(shape), 8)
         assert {"wgmma", "mma_ms"} <= {c.family for c in cands}
-        for c, rec in _measured(cands, {f: 100.0 for f in FAMILIES} | {"mma_ms": 100.0 * factor}):
+        for c, rec in _measured(cands, {f: 110.0 for f in FAMILIES} | {"wgmma": 100.0, "mma_ms": 100.0 * factor}):
             rec.M, rec.N, rec.K = shape
             archive.record(c, rec)
     return archive

@@ -97,12 +97,17 @@ def default_producer(params: Params) -> int:
 
 def default_stage_k(params: Params) -> int:
     """K per ring stage the defaults take: 128 (two boxes per operand behind one barrier, half the handshakes per
-    k) for tiles at most 64 wide without a cluster, else 64. H100, us per 1000 of K with the same ring bytes
+    k) for tiles at most 64 wide without a cluster, else 64 (`default_params` also keeps 64 below
+    DEEP_STAGE_MIN_K_BLOCKS). H100, us per 1000 of K with the same ring bytes
     (experiments/2026-11-27-deep-stage): 64x4096, 64x32 tiles 1.80 -> 1.67 (warp producer; one thread 2.34 ->
     1.73); 12288x256, 128x64 ping-pong 16.3 -> 15.9; 512x512, 64x32 and 64x64, unchanged; 1024x1024, 64x128 with
     the 2x1 cluster 3.62 -> 3.93 (worse). Wider tiles without a cluster were not measured."""
     return 128 if params.get("cluster_m", 1) == 1 and params.get("bn", 0) <= 64 else 64
 
+
+# Shapes with fewer 64-deep k-blocks than this keep one box per stage in the defaults (128-deep stages were measured
+# from K = 512 up; below, the last stage's zero fill is a large share of the work).
+DEEP_STAGE_MIN_K_BLOCKS = 8
 
 # The tuning parameters the defaults set from the rest of a configuration (`WgmmaFamily.default_tuning`).
 DEFAULT_TUNING = {"warp_producer": default_producer, "stage_k": default_stage_k}
@@ -287,7 +292,10 @@ class WgmmaFamily(Family):
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
         def deepest(params: Params, rings: tuple[int, ...]) -> Params | None:
-            fitting = ({**self.default_tuning(params), "stages": s} for s in rings)
+            tuned = self.default_tuning(params)
+            if k_blocks < DEEP_STAGE_MIN_K_BLOCKS:  # a stage of 128 would mostly multiply TMA's zero fill
+                tuned["stage_k"] = OPTIONAL["stage_k"]
+            fitting = ({**tuned, "stages": s} for s in rings)
             return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
 
         rings = (8, 7, 6, 5, 4, 3, 2)
