@@ -548,14 +548,23 @@ def test_default_tuning_sets_the_producer_as_the_defaults_do():
     assert get_family("small").default_tuning({"BM": 32}) == {"BM": 32}  # a family without such parameters changes nothing
 
 
+_DSMEM_64 = {"split_k": 2, "split_dsmem": 1, "persistent": 0, "epilogue": 0, "bm": 64, "bn": 64, "consumers": 1}
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 @pytest.mark.parametrize(
-    "extra",
-    [{"bm": 64, "bn": 32, "consumers": 1, "stages": 16}, {"cluster_m": 2},
-     {"split_k": 2, "split_dsmem": 1, "persistent": 0, "epilogue": 0, "bm": 64, "bn": 64, "consumers": 1}],
+    ("tuning", "extra"),
+    [({"warp_producer": 1}, {"bm": 64, "bn": 32, "consumers": 1, "stages": 16}),
+     ({"warp_producer": 1}, {"cluster_m": 2}), ({"warp_producer": 1}, _DSMEM_64),
+     # HG_STAGE_K 128: two TMA boxes per operand behind one barrier
+     ({"stage_k": 128}, {"bm": 64, "bn": 32, "consumers": 1, "stages": 8, "warp_producer": 1}),
+     ({"stage_k": 128}, {"cluster_m": 2, "bn": 128, "stages": 4}),
+     ({"stage_k": 128}, {"bm": 128, "bn": 64, "consumers": 2, "pingpong": 1, "stages": 4}),
+     ({"stage_k": 128}, _DSMEM_64),
+     ({"stage_k": 128}, {"bm": 64, "bn": 32, "consumers": 1, "stages": 8, "epilogue": 0, "cluster_m": 2, "swap_ab": 1})],
 )  # fmt: skip
-def test_warp_producer_builds_without_spills(extra, tmp_path):
-    params = FAMILY.repair({**BIG, **extra, "warp_producer": 1})
+def test_tuning_parameters_build_without_spills(tuning, extra, tmp_path):
+    params = FAMILY.repair({**BIG, **extra, **tuning})
     assert FAMILY.check(params, Shape(1024, 1024, 4096), H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)
 
@@ -595,17 +604,3 @@ def test_default_tuning_sets_both_parameters_a_configuration_predates():
     named = {**old, "stage_k": 64}
     assert FAMILY.default_tuning(named, only_absent=True) == {**named, "warp_producer": 1}  # it names its stage
     assert FAMILY.default_tuning({**narrow, "cluster_m": 2, "stage_k": 128})["stage_k"] == 64
-
-
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize(
-    "extra",
-    [{"bm": 64, "bn": 32, "consumers": 1, "stages": 8, "warp_producer": 1}, {"cluster_m": 2, "bn": 128, "stages": 4},
-     {"bm": 128, "bn": 64, "consumers": 2, "pingpong": 1, "stages": 4},
-     {"split_k": 2, "split_dsmem": 1, "persistent": 0, "epilogue": 0, "bm": 64, "bn": 64, "consumers": 1},
-     {"bm": 64, "bn": 32, "consumers": 1, "stages": 8, "epilogue": 0, "cluster_m": 2, "swap_ab": 1}],
-)  # fmt: skip
-def test_deep_stages_build_without_spills(extra, tmp_path):
-    params = FAMILY.repair({**BIG, **extra, "stage_k": 128})
-    assert FAMILY.check(params, Shape(1024, 1024, 4096), H100) is None
-    build_without_spills(FAMILY.render(params), tmp_path)
