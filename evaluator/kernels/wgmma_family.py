@@ -20,7 +20,7 @@ from hgemm.evaluator.kernels.family import Family, Params, kernel_file
 from hgemm.core.record import GpuInfo
 from hgemm.core.shape import Shape
 
-BK = rules.box_k()  # k per TMA box, from the rules header: the unit of the defaults' k-block counts
+BOX_K = rules.box_k()  # k per TMA box, from the rules header: the unit of the defaults' k-block counts
 HOPPER_SMEM_OPTIN = 232448  # 227 KiB: H100/H200 opt-in shared memory per block
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
@@ -265,7 +265,7 @@ class WgmmaFamily(Family):
         sms = gpu.sm_count if gpu is not None and gpu.sm_count else 132
         if K % 8 or N % 8:
             return None
-        k_blocks = -(-K // BK)
+        k_blocks = -(-K // BOX_K)
         base = {"group_m": 8, "persistent": 1, "epilogue": 1, "cluster_m": 1, "pingpong": 0, "split_k": 1,
                 "split_dsmem": 0, "epi_panels": 0}  # fmt: skip
         fits = [(bm, bn, c, -(-M // bm) * -(-N // bn)) for bm, bn, c in TILE_CLASSES]
