@@ -304,7 +304,7 @@ def test_wide_outputs_one_wave_of_8192_element_tiles_cover_go_unsplit(shape, exp
         ((128, 2048, 2048), (64, 64, 2, 2, 0)),  # 0.85x; the former 64x128 DSMEM split 0.68x
         ((512, 1024, 4096), (64, 64, 2, 1, 0)),  # unsplit before a split with as many CTAs
         ((512, 512, 12288), (64, 128, 2, 4, 0)),  # long slices: the wider tile, 0.89x against 0.76x
-        ((64, 4096, 4096), (64, 64, 1, 2, 1)),  # one row of tiles: no cluster, 2 slices in DSMEM
+        ((64, 4096, 8192), (64, 128, 1, 4, 0)),  # one row of tiles, beyond the one-row rule's K: 4 slices
         ((16, 4608, 3584), (64, 128, 1, 3, 1)),
     ],
 )
@@ -316,6 +316,35 @@ def test_few_tile_shapes_take_narrow_tiles_with_deep_rings(shape, expect):
     assert tiles * p["split_k"] <= 132
     deeper = FAMILY.repair({**p, "stages": 16})  # the deepest ring that fits
     assert p["stages"] == deeper["stages"] and p["stages"] * p["stage_k"] >= 8 * 64  # at least 512 of K in flight
+
+
+@pytest.mark.parametrize(
+    ("shape", "expect"),
+    [
+        # H200, experiments/2026-11-27-one-row: the fastest of four layouts, or within 2% of it
+        ((64, 4096, 2048), (32, 1, 1)),  # 5.72 us; the former default (64x64, 2 slices in DSMEM) 6.29
+        ((64, 4096, 4096), (32, 1, 1)),  # 9.18 us, the 64x64 DSMEM split 9.01
+        ((64, 2048, 1024), (32, 1, 1)),  # 3.83 us, split in two 4.03 (8 k-blocks a slice)
+        ((64, 2048, 4096), (32, 2, 0)),  # 6.40 us, unsplit 8.30
+        ((64, 1024, 2048), (32, 2, 0)),  # 4.69 us, unsplit 4.84
+        ((64, 8192, 2048), (64, 1, 1)),  # 7.45 us, 64x32 in two waves 9.14
+        ((16, 2048, 1408), (32, 1, 1)),  # fewer rows, the same one row of tiles
+    ],
+)
+def test_one_row_of_tiles_takes_64x32_tiles_with_128_deep_stages(shape, expect):
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert FAMILY.check(p, Shape(*shape), H100) is None
+    assert (p["bn"], p["split_k"], p["persistent"]) == expect
+    assert (p["bm"], p["cluster_m"], p["warp_producer"], p["stage_k"]) == (64, 1, 1, 128)
+    assert p["split_dsmem"] == int(p["split_k"] > 1)
+    assert p["stages"] == FAMILY.repair({**p, "stages": 16})["stages"], "the deepest ring that fits"
+
+
+@pytest.mark.parametrize("shape", [(128, 4096, 2048), (64, 512, 2048), (64, 16384, 2048), (64, 4096, 256),
+                                   (64, 4096, 8192), (16, 4608, 3584)])  # fmt: skip
+def test_the_one_row_rule_keeps_to_the_range_it_was_measured_in(shape):
+    M, N, K = shape
+    assert FAMILY._one_row(M, N, -(-K // 64), 132) is None
 
 
 WIDE = {**BIG, "bn": 192, "stages": 4}  # 128x192 tiles, two consumers: 96 accumulators per thread

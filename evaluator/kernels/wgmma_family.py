@@ -255,6 +255,7 @@ class WgmmaFamily(Family):
           4096^3 and 8192x8192x4096); where 128x192 tiles need no more columns of waves (waves x tile
           width) than 128x256, ping-pong 128x192 tiles (H100: 3-7% faster on five of six large shapes).
         - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
+        - One row of 64-row tiles (M <= 64), N 1024-8192, K 512-4096: `_one_row`.
         - Too few tiles for the SMs and a long K: `_few_tiles`; taller outputs 256 or more wide, the
           transposed product (`_tall_swapped`).
         - Otherwise the tile with the least estimated time: waves (ceil(tiles / #SMs)) x per-tile cost,
@@ -299,6 +300,9 @@ class WgmmaFamily(Family):
             return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
 
         rings = (8, 7, 6, 5, 4, 3, 2)
+        one_row = self._one_row(M, N, k_blocks, sms)
+        if one_row is not None:
+            return deepest({**base, **one_row}, (16, 14, 12, 10, *rings))
         if (tiles * 2 <= sms and k_blocks >= 24) or (tiles <= sms and k_blocks >= 32):
             swapped = self._tall_swapped(M, N, k_blocks, sms) if 256 <= N < M else None
             chosen = swapped and deepest({**base, **swapped}, (16, 14, 12, 10, 8))
@@ -309,6 +313,32 @@ class WgmmaFamily(Family):
                 params = {**base, **few}
                 rings = (16, 14, 12, 10, *rings)  # few CTAs per SM: the deepest ring that fits
         return deepest(params, rings)
+
+    @staticmethod
+    def _one_row(M: int, N: int, k_blocks: int, sms: int) -> Params | None:
+        """For one row of 64-row tiles (M <= 64), the tile and split, or None (then the other rules apply).
+        Measured at M = 64, N 1024-8192, K 512-4096 (H200, experiments/2026-11-27-one-row, four layouts each with
+        128-deep stages and the warp producer), where it picks the fastest or one within 2% of it; outside that
+        range it gives None.
+
+        - 64x32 tiles where they make one wave: unsplit (64x4096x2048: 5.72 us against the former default's
+          DSMEM split of 64x64 tiles, 6.29; the library 5.70), or split in two in the cluster's shared memory
+          where that still makes one wave and each slice keeps 16 k-blocks (64x2048x4096: 6.40 us against
+          8.30 unsplit, the former default 8.24, the library 8.75).
+        - Else 64x64 tiles, unsplit, where they fill at least 90% of the SMs (64x8192x2048: 7.45 us against
+          the 64x32 tiles' two waves, 9.14; the library 9.03).
+        """
+        if M > 64 or not 1024 <= N <= 8192 or not 8 <= k_blocks <= 64:
+            return None
+        tiles = -(-N // 32)
+        if tiles <= sms:
+            split = 2 if 2 * tiles <= sms and k_blocks // 2 >= 16 else 1
+            out = {"bm": 64, "bn": 32, "consumers": 1, "split_k": split}
+            return {**out, "split_dsmem": 1, "persistent": 0, "epilogue": 0} if split > 1 else out
+        tiles = -(-N // 64)
+        if 0.9 * sms <= tiles <= sms:
+            return {"bm": 64, "bn": 64, "consumers": 1, "split_k": 1}
+        return None
 
     def _few_tiles(self, M: int, N: int, k_blocks: int, sms: int) -> Params | None:
         """The tile and split-K for a shape with too few output tiles to fill the GPU, or None (then the tile
