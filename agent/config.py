@@ -72,7 +72,7 @@ class SearchConfig:
     finalists: int = 2  # best quick results per round re-evaluated at the full stage
     patience: int = 3  # a proposer with this many rounds in a row of nothing new is retired
     seed: int = 0
-    refresh: int = 2  # template proposer: archived configurations re-measured when their template changed
+    refresh: int = 2  # template proposer: archived configurations re-measured when their template changed, or when measured before `--measured-after`
     refresh_within: float = REFRESH_WITHIN  # ... only those measured within this factor of the shape's best
     quick_server: bool = False  # quick stage also times server mode; finalists promoted by the objective
     confirm: int = 3  # kernels measured again after the search (0: report unconfirmed figures)

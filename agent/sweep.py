@@ -178,7 +178,8 @@ def search_shape(shape: Shape, *, evaluator: Any, archive: ArchiveStore | None, 
 
     st = settings
     make = st.proposer_factory or (
-        lambda: [TemplateProposer(seed=st.seed, refresh=st.refresh, refresh_within=st.refresh_within)]
+        lambda: [TemplateProposer(seed=st.seed, refresh=st.refresh, refresh_within=st.refresh_within,
+                                  measured_after=st.measured_after)]
     )
     started = time.monotonic()
     result = optimize(

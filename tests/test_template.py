@@ -315,6 +315,34 @@ def test_configurations_measured_with_an_older_template_are_measured_again():
     archive.close()
 
 
+def test_attempts_measured_before_measured_after_are_measured_again_not_skipped():
+    """A sweep with --measured-after ranks only figures measured after it. Its proposer must not skip the
+    kernels archived before it (they could then never be ranked): the fastest of them come first, re-measured."""
+    from hgemm.archive import Archive
+
+    shape = Shape(2048, 1024, 1024)
+    families = revised_families("r1", shape)
+    archive = Archive()
+    evaluator = StandinEvaluator()
+    _, old = drive(TemplateProposer(families, seed=5), evaluator, shape, rounds=2, archive=archive)
+    by_time = sorted((r.median_us("offline"), c.hash, c.params) for c, r in old if r.ok)
+    cutoff = max(r.created for _, r in old)
+
+    skipping = TemplateProposer(families, seed=5).propose(ctx(shape, archive=archive), 8)
+    assert not {c.hash for c in skipping} & {c.hash for c, _ in old}, "without a cutoff every attempt counts"
+
+    after = TemplateProposer(families, seed=5, refresh=2, measured_after=cutoff)
+    proposed, _ = drive(after, evaluator, shape, rounds=1, archive=archive)
+    assert [c.hash for c in proposed[:2]] == [h for _, h, _ in by_time[:2]], "the two fastest, fastest first"
+    assert all(c.note.startswith("remeasure") for c in proposed[:2])
+    assert not [c for c in proposed[2:] if c.note.startswith("remeasure")]
+
+    # measured again after the cutoff, they count as this search's own attempts: skipped, not a third time
+    again = TemplateProposer(families, seed=5, refresh=2, measured_after=cutoff).propose(ctx(shape, archive=archive), 8)
+    assert not {c.hash for c in again} & {c.hash for c in proposed}
+    archive.close()
+
+
 def test_through_the_search_loop():
     from hgemm.agent.loop import Budget, optimize
     from hgemm.archive import Archive
