@@ -7,8 +7,8 @@ For example a sweep's report and the re-measurement (`confirm_report`) of its ol
 evaluator made their first figures wrong: the merged report holds, for every shape, the latest measurement.
 
 - Every input must be a sweep report's JSON (rows of M, N, K); the rows keep every field they had, plus `source`,
-  the name of the report each came from.
-- `meta` is the first input's, with `merged_from`: each input's name and the number of rows it gave.
+  the name of the report each came from (a row that already names one, from an earlier merge, keeps it).
+- `meta` is the first input's, with `merged_from`: each source report's name and the number of rows it gave.
 - `--confirmed-only`: a later report's row replaces its shape's row only where it is a confirmed measurement (a
   re-measurement, or a search's confirmed finalist); its other rows (a search that kept an archived figure, say)
   are left out and listed in `meta["left_out"]`.
@@ -57,8 +57,10 @@ def merge(reports: list[tuple[str, dict[str, Any]]],
             if confirmed_only and i > 0 and shape in by_shape and not confirmed(row):
                 left_out.append({"report": name, "shape": list(shape), "status": row.get("status")})
                 continue
-            by_shape[shape] = {**row, "source": name}
-    given = {name: sum(r["source"] == name for r in by_shape.values()) for name, _data in reports}
+            # a row of an earlier merge keeps the report it came from
+            by_shape[shape] = {**row, "source": row.get("source") or name}
+    names = [*dict.fromkeys([r.get("source") for r in reports[0][1]["rows"] if r.get("source")]), *(n for n, _ in reports)]
+    given = {name: n for name in dict.fromkeys(names) if (n := sum(r["source"] == name for r in by_shape.values()))}
     gpus = {r["gpu"] for r in by_shape.values() if r.get("gpu")}
     if len(gpus) > 1:
         raise MergeError(f"rows of several GPUs ({', '.join(sorted(gpus))}): a report is of one GPU")

@@ -214,6 +214,15 @@ def test_merged_reports_keep_each_shapes_latest_measurement(swept, tmp_path):
                                "--out-dir", str(out)]) == 0  # fmt: skip
     assert {r["source"] for r in json.loads((out / "d.json").read_text())["rows"]} == {"grid-searched"}
 
+    # a merged report merged again: its rows keep the reports they came from
+    assert merge_reports.main([str(out / "c.json"), str(tmp_path / "grid-confirmed.json"), "--name", "e",
+                               "--out-dir", str(out)]) == 0  # fmt: skip
+    again = json.loads((out / "e.json").read_text())
+    by_source = {(r["M"], r["N"], r["K"]): r["source"] for r in again["rows"]}
+    assert by_source == {(rows[0]["M"], rows[0]["N"], rows[0]["K"]): "grid-confirmed",
+                         (rows[1]["M"], rows[1]["N"], rows[1]["K"]): "grid-searched"}  # fmt: skip
+    assert again["meta"]["merged_from"] == [{"report": "grid-searched", "rows": 1}, {"report": "grid-confirmed", "rows": 1}]
+
     other = [{**rows[0], "gpu": "another GPU"}]
     write_report(other, tmp_path, "elsewhere", plot_png=False)
     assert merge_reports.main([str(tmp_path / "grid.json"), str(tmp_path / "elsewhere.json"), "--name", "x",
