@@ -302,7 +302,7 @@ class TemplateProposer:
                 # A winner archived before some of its family's parameters existed: first as the defaults set
                 # those now, then as it ran (the model may not tell the two apart).
                 tuned = getattr(self.families[fam], "default_tuning", None)
-                newer = tuned(params, only_absent=True) if callable(tuned) else params
+                newer = tuned(params, only_absent=True, shape=ctx.shape) if callable(tuned) else params
                 predates = newer != params
                 if predates:
                     seeds.append(_Option(fam, dict(newer), list(parent), "retrieved", nearness=i))

@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import math
 import random
+import time
 
 import pytest
 from hgemm.agent.model import predict_us
@@ -17,7 +18,7 @@ from hgemm.evaluator.kernels import FAMILIES
 from hgemm.evaluator.kernels.family import Family
 from standin import StandinEvaluator
 
-from hgemm.core.record import kernel_hash
+from hgemm.core.record import kernel_hash, utc_now
 from hgemm.core.shape import Shape
 
 GPU = StandinEvaluator().gpu_info()
@@ -327,6 +328,8 @@ def test_attempts_measured_before_measured_after_are_measured_again_not_skipped(
     _, old = drive(TemplateProposer(families, seed=5), evaluator, shape, rounds=2, archive=archive)
     by_time = sorted((r.median_us("offline"), c.hash, c.params) for c, r in old if r.ok)
     cutoff = max(r.created for _, r in old)
+    while utc_now() <= cutoff:  # record times are to the second: what follows is measured after the cutoff
+        time.sleep(0.05)
 
     skipping = TemplateProposer(families, seed=5).propose(ctx(shape, archive=archive), 8)
     assert not {c.hash for c in skipping} & {c.hash for c, _ in old}, "without a cutoff every attempt counts"

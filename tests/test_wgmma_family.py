@@ -633,3 +633,7 @@ def test_default_tuning_sets_both_parameters_a_configuration_predates():
     named = {**old, "stage_k": 64}
     assert FAMILY.default_tuning(named, only_absent=True) == {**named, "warp_producer": 1}  # it names its stage
     assert FAMILY.default_tuning({**narrow, "cluster_m": 2, "stage_k": 128})["stage_k"] == 64
+    # for a shape of fewer than 8 k-blocks the defaults keep one box per stage: nothing to add to a predating one
+    assert FAMILY.default_tuning(old, only_absent=True, shape=Shape(64, 4096, 448)) == {**old, "warp_producer": 1}
+    assert FAMILY.default_tuning(old, only_absent=True, shape=Shape(64, 4096, 512))["stage_k"] == 128
+    assert FAMILY.default_tuning({**narrow, "stage_k": 128}, shape=Shape(64, 4096, 256))["stage_k"] == 64

@@ -59,10 +59,10 @@ class Family:
         family has none. A search calls it on every candidate before `check`."""
         return dict(params)
 
-    def default_tuning(self, params: Params, only_absent: bool = False) -> Params:
+    def default_tuning(self, params: Params, only_absent: bool = False, shape: Shape | None = None) -> Params:
         """`params` (a new copy) with the tuning parameters whose default follows the structure set as
-        `default_params` sets them; with `only_absent`, only those `params` does not name (a configuration
-        archived before the parameter existed). The base family has none."""
+        `default_params` sets them (for `shape`, where given); with `only_absent`, only those `params` does not
+        name (a configuration archived before the parameter existed). The base family has none."""
         return dict(params)
 
     def render(self, params: Params) -> str:

@@ -233,14 +233,16 @@ class WgmmaFamily(Family):
     def render(self, params: Params) -> str:
         return inline_includes(super().render({**OPTIONAL, **params}))
 
-    def default_tuning(self, params: Params, only_absent: bool = False) -> Params:
+    def default_tuning(self, params: Params, only_absent: bool = False, shape: Shape | None = None) -> Params:
         """`params` with each parameter of DEFAULT_TUNING (`warp_producer`, `stage_k`) as the defaults set it for
-        the rest; with `only_absent`, only those `params` does not name and whose default differs from the value
-        an absent one means: a configuration archived before a parameter existed ran as OPTIONAL says, and a
-        search that retrieves it proposes it in both forms."""
+        the rest (for `shape`, where given: one box per stage below DEEP_STAGE_MIN_K_BLOCKS k-blocks); with
+        `only_absent`, only those `params` does not name and whose default differs from the value an absent one
+        means: a configuration archived before a parameter existed ran as OPTIONAL says, and a search that
+        retrieves it proposes it in both forms."""
         out = dict(params)
+        short = shape is not None and -(-tuple(shape)[2] // BOX_K) < DEEP_STAGE_MIN_K_BLOCKS
         for name, rule in DEFAULT_TUNING.items():
-            value = rule(params)
+            value = OPTIONAL[name] if name == "stage_k" and short else rule(params)
             if not only_absent or (name not in params and value != OPTIONAL[name]):
                 out[name] = value
         return out
@@ -293,9 +295,7 @@ class WgmmaFamily(Family):
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
         def deepest(params: Params, rings: tuple[int, ...]) -> Params | None:
-            tuned = self.default_tuning(params)
-            if k_blocks < DEEP_STAGE_MIN_K_BLOCKS:  # a stage of 128 would mostly multiply TMA's zero fill
-                tuned["stage_k"] = OPTIONAL["stage_k"]
+            tuned = self.default_tuning(params, shape=shape)  # short K: a stage of 128 would mostly be zero fill
             fitting = ({**tuned, "stages": s} for s in rings)
             return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
 
