@@ -420,21 +420,18 @@ class TemplateProposer:
         first = self.batches == 0  # this search's first batch, even when the archive already holds attempts
         out: list[Candidate] = []
         if first:  # the fastest configurations measured with an older source, as they render now
-            near = [k for k in self.outdated if self.measured[k] <= self.best_us * self.refresh_within]
-            ordered = self._diverse(sorted(near, key=lambda k: (self.measured[k], k[0], repr(k[1]))))
-            for key in ordered[: min(self.refresh, n)]:
+            times = {k: self.measured[k] for k in self.outdated}
+            for key in self._fastest_again(times, self.best_us, n):
                 cand = self._candidate(_Option(key[0], dict(key[1]), [self.outdated[key]], "refresh"))
                 if cand is not None:
                     out.append(replace(cand, note=f"refresh; {self.measured[key]:.1f} us with the older source"))
-            if self.remeasure:
-                fastest = min(t for t, _ in self.remeasure.values())
-                near = [k for k, (t, _) in self.remeasure.items() if t <= fastest * self.refresh_within]
-                ordered = self._diverse(sorted(near, key=lambda k: (self.remeasure[k][0], k[0], repr(k[1]))))
-                for key in ordered[: max(0, min(self.refresh, n - len(out)))]:
-                    t, old = self.remeasure[key]
-                    cand = self._candidate(_Option(key[0], dict(key[1]), [old], "remeasure"))
-                    if cand is not None:
-                        out.append(replace(cand, note=f"remeasure; {t:.1f} us before {self.measured_after}"))
+            # then those measured before `measured_after`
+            times = {k: t for k, (t, _) in self.remeasure.items()}
+            for key in self._fastest_again(times, min(times.values(), default=math.inf), n - len(out)):
+                t, old = self.remeasure[key]
+                cand = self._candidate(_Option(key[0], dict(key[1]), [old], "remeasure"))
+                if cand is not None:
+                    out.append(replace(cand, note=f"remeasure; {t:.1f} us before {self.measured_after}"))
         pool = self._pool(ctx)
         if not pool:
             self.exhausted = not out
@@ -455,6 +452,13 @@ class TemplateProposer:
                 if cand is not None:
                     out.append(cand)
         return out
+
+    def _fastest_again(self, times: dict[Key, float], best: float, n: int) -> list[Key]:
+        """Of configurations to measure again (`times`: their older figures), those within `refresh_within` of
+        `best`, fastest first and one of each structure before the rest, at most `refresh` and `n`."""
+        near = [k for k, t in times.items() if t <= best * self.refresh_within]
+        ordered = self._diverse(sorted(near, key=lambda k: (times[k], k[0], repr(k[1]))))
+        return ordered[: max(0, min(self.refresh, n))]
 
     def _diverse(self, keys: list[Key]) -> list[Key]:
         """`keys` reordered: the first of each structure, in order, then the rest, in order."""

@@ -88,20 +88,22 @@ TIME_FACTORS_BY_GPU = {
 }
 
 
-def default_producer(params: Params) -> int:
+def default_producer(params: Params, shape: Shape | None = None) -> int:
     """The producer loop the defaults take: in its whole warp without a cluster (H100: 64x4096x4096, 64x32 tiles,
     12.07 -> 10.11 us; 512x512 within 3% either way), in one thread with the 2x1 cluster's multicast (1024x1024,
     64x128 tiles, 3.5% slower per k-block in the warp; experiments/2026-11-26-fixed-cost)."""
     return int(params.get("cluster_m", 1) == 1)
 
 
-def default_stage_k(params: Params) -> int:
+def default_stage_k(params: Params, shape: Shape | None = None) -> int:
     """K per ring stage the defaults take: 128 (two boxes per operand behind one barrier, half the handshakes per
-    k) for tiles at most 64 wide without a cluster, else 64 (`default_params` also keeps 64 below
-    DEEP_STAGE_MIN_K_BLOCKS). H100, us per 1000 of K with the same ring bytes
+    k) for tiles at most 64 wide without a cluster, else 64, and 64 for a `shape` of fewer than
+    DEEP_STAGE_MIN_K_BLOCKS boxes of K (where given). H100, us per 1000 of K with the same ring bytes
     (experiments/2026-11-27-deep-stage): 64x4096, 64x32 tiles 1.80 -> 1.67 (warp producer; one thread 2.34 ->
     1.73); 12288x256, 128x64 ping-pong 16.3 -> 15.9; 512x512, 64x32 and 64x64, unchanged; 1024x1024, 64x128 with
     the 2x1 cluster 3.62 -> 3.93 (worse). Wider tiles without a cluster were not measured."""
+    if shape is not None and -(-tuple(shape)[2] // BOX_K) < DEEP_STAGE_MIN_K_BLOCKS:
+        return 64  # a stage of 128 would mostly be zero fill
     return 128 if params.get("cluster_m", 1) == 1 and params.get("bn", 0) <= 64 else 64
 
 
@@ -109,7 +111,8 @@ def default_stage_k(params: Params) -> int:
 # from K = 512 up; below, the last stage's zero fill is a large share of the work).
 DEEP_STAGE_MIN_K_BLOCKS = 8
 
-# The tuning parameters the defaults set from the rest of a configuration (`WgmmaFamily.default_tuning`).
+# The tuning parameters the defaults set from the rest of a configuration and the shape
+# (`WgmmaFamily.default_tuning`).
 DEFAULT_TUNING = {"warp_producer": default_producer, "stage_k": default_stage_k}
 
 
@@ -240,9 +243,8 @@ class WgmmaFamily(Family):
         means: a configuration archived before a parameter existed ran as OPTIONAL says, and a search that
         retrieves it proposes it in both forms."""
         out = dict(params)
-        short = shape is not None and -(-tuple(shape)[2] // BOX_K) < DEEP_STAGE_MIN_K_BLOCKS
         for name, rule in DEFAULT_TUNING.items():
-            value = OPTIONAL[name] if name == "stage_k" and short else rule(params)
+            value = rule(params, shape)
             if not only_absent or (name not in params and value != OPTIONAL[name]):
                 out[name] = value
         return out
@@ -295,7 +297,7 @@ class WgmmaFamily(Family):
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
         def deepest(params: Params, rings: tuple[int, ...]) -> Params | None:
-            tuned = self.default_tuning(params, shape=shape)  # short K: a stage of 128 would mostly be zero fill
+            tuned = self.default_tuning(params, shape=shape)
             fitting = ({**tuned, "stages": s} for s in rings)
             return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
 
