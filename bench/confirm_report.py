@@ -13,6 +13,9 @@ Usage: python -m hgemm.bench.confirm_report REPORT.json --name NAME [--out-dir b
   keeps the input's figures as `selected_offline_speedup_best` and `selected_server_speedup_best`.
 - Row status: "confirmed"; "no_kernel" with `confirm_failure` (failed or incorrect); "not_confirmed" (kernel
   not in the archive: the input row carried over). A row without a kernel is carried over unchanged.
+- `--render`: a kernel the archive does not hold is rendered again from the row's family and parameters by
+  today's template (an older report's configuration, where its archive is not at hand). The confirmed row names
+  the kernel that was measured, and the input's as `rendered_from`.
 - Cheapest shapes first, the report rewritten after every shape; a rerun with the same --name and --out-dir
   skips the shapes already re-measured. Exit status 1 when a kernel failed or was not in the archive.
 """
@@ -35,7 +38,8 @@ BELOW = 0.90  # confirmed speedups under this count as clear losses in the closi
 
 
 def _key(row: dict[str, Any]) -> tuple[int, int, int, str | None]:
-    return row["M"], row["N"], row["K"], row.get("kernel")
+    """A row's shape and the input's kernel (a rendered row's `rendered_from`), so that a rerun finds it."""
+    return row["M"], row["N"], row["K"], row.get("rendered_from") or row.get("kernel")
 
 
 def _x(value: float | None) -> str:
@@ -61,8 +65,18 @@ def previous_meta(path: Path) -> dict[str, Any]:
     return {k: meta[k] for k in ("gpu", "driver", "date") if k in meta}
 
 
-def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
-    """The report row of a fresh record of the input row's kernel, with the input's selected speedups."""
+def rendered_source(row: dict[str, Any]) -> str | None:
+    """The row's configuration rendered by today's template of its family, or None without family and parameters."""
+    from hgemm.evaluator.kernels import get_family
+
+    if not row.get("family") or not row.get("params"):
+        return None
+    return get_family(row["family"]).render(dict(row["params"]))
+
+
+def confirm_row(row: dict[str, Any], record: Any, rendered: bool = False) -> dict[str, Any]:
+    """The report row of a fresh record of the input row's kernel (`rendered`: of its configuration rendered
+    again), with the input's selected speedups."""
     from hgemm.agent.sweep import row_from_record
 
     from hgemm.core.record import MODES
@@ -70,7 +84,7 @@ def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
     out = row_from_record(
         Shape(row["M"], row["N"], row["K"]),
         record,
-        kernel=row["kernel"],
+        kernel=record.kernel_hash if rendered else row["kernel"],
         family=row.get("family"),
         params=row.get("params"),
         proposer=row.get("proposer"),
@@ -81,6 +95,8 @@ def confirm_row(row: dict[str, Any], record: Any) -> dict[str, Any]:
     )
     for mode in MODES:
         out[f"selected_{mode}_speedup_best"] = row.get(f"{mode}_speedup_best")
+    if rendered:
+        out["rendered_from"] = row["kernel"]
     if not record.ok:
         out["confirm_failure"] = record.failure_kind
     return out
@@ -95,6 +111,8 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
     ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help=f"report directory (default {DEFAULT_OUT})")
     ap.add_argument("--archive", action="store_true", help="archive each re-measurement as the kernel's confirmed "
                     "record (for a later `hgemm sweep --measured-after`)")  # fmt: skip
+    ap.add_argument("--render", action="store_true", help="render a kernel the archive does not hold from the "
+                    "row's family and parameters with today's template")  # fmt: skip
     args = ap.parse_args(argv)
 
     from hgemm.agent.commands import open_evaluator
@@ -134,19 +152,24 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
             row = rows[i]
             shape = (row["M"], row["N"], row["K"])
             kernel = store.kernel(row["kernel"])
-            if kernel is None:
+            source = kernel["source"] if kernel is not None else None
+            rendered = source is None and args.render
+            if rendered:
+                source = rendered_source(row)
+            if source is None:
                 print(f"{shape}: kernel {row['kernel']} not in the archive; carried over unconfirmed", flush=True)
                 out[i] = {**row, "status": "not_confirmed"}
                 write(False)
                 continue
             t0 = time.monotonic()
-            (rec,) = ev.evaluate([kernel["source"]], Shape(*shape), stage="full", modes=MODES)
+            (rec,) = ev.evaluate([source], Shape(*shape), stage="full", modes=MODES)
             seconds = time.monotonic() - t0
             if args.archive and rec.ok:
                 confirmed = EvalRecord.from_dict({**rec.to_dict(), "stage": "confirmed"})
-                candidate = Candidate(kernel["source"], row.get("proposer") or "import", family=row.get("family"))
+                candidate = Candidate(source, row.get("proposer") or "import", family=row.get("family"),
+                                      params=row.get("params") if rendered else None)
                 store.record(candidate, confirmed)
-            out[i] = confirm_row(row, rec)
+            out[i] = confirm_row(row, rec, rendered)
             if rec.gpu and "gpu" not in meta:
                 meta.update(gpu=rec.gpu, driver=rec.driver, date=date.today().isoformat())
             write(False)

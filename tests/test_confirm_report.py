@@ -142,6 +142,45 @@ def test_a_failed_remeasurement_and_a_missing_kernel_are_reported(swept, tmp_pat
     assert again.calls == 0
 
 
+def test_render_measures_a_configuration_the_archive_does_not_hold(swept, tmp_path):
+    from hgemm.archive import Archive
+    from hgemm.evaluator.kernels import get_family
+
+    from hgemm.core.record import kernel_hash
+
+    report, _ = swept
+    doc = json.loads(report.read_text())
+    doc["rows"][0]["kernel"] = "e" * 16  # an older template's kernel: its hash is not today's rendering
+    edited = tmp_path / "older.json"
+    edited.write_text(json.dumps(doc))
+    out = tmp_path / "confirmed"
+    empty = Archive(tmp_path / "other.db")  # the older sweep's archive is not at hand
+    try:
+        assert run_confirm(edited, out, Remeasure(), empty, name="older") == 1  # without --render: not confirmed
+        assert {r["status"] for r in json.loads((out / "older.json").read_text())["rows"]} == {"not_confirmed"}
+
+        ev = Remeasure(slower=1.25)
+        argv = [str(edited), "--name", "older-rendered", "--out-dir", str(out), "--render", "--archive"]
+        assert confirm_report.main(argv, evaluator=ev, archive=empty) == 0
+        assert ev.calls == len(SHAPES)
+        rows = json.loads((out / "older-rendered.json").read_text())["rows"]
+        fresh = {(rec.M, rec.N, rec.K): rec for rec in ev.records}
+        for before, after in zip(doc["rows"], rows, strict=True):
+            source = get_family(before["family"]).render(before["params"])
+            rec = fresh[(after["M"], after["N"], after["K"])]
+            assert after["status"] == "confirmed" and after["params"] == before["params"]
+            assert after["kernel"] == rec.kernel_hash == kernel_hash(source)  # the kernel that was measured
+            assert after["rendered_from"] == before["kernel"]
+            assert after["offline_us"] == pytest.approx(rec.median_us("offline"))
+            kept = empty.kernel(after["kernel"])  # archived with its configuration, for a later search
+            assert kernel_hash(kept["source"]) == after["kernel"] and kept["params"] == before["params"]
+
+        again = Remeasure()  # a rerun finds every row by the input's kernel and measures nothing
+        assert confirm_report.main(argv, evaluator=again, archive=empty) == 0 and again.calls == 0
+    finally:
+        empty.close()
+
+
 def test_archived_remeasurements_resume_a_sweep_measured_after_them(swept, tmp_path):
     """With --archive, each re-measurement becomes its kernel's confirmed record: a sweep that ignores the
     figures from before it (--measured-after) resumes those shapes from the re-measurement, searching nothing;
