@@ -337,6 +337,7 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             info = next(iter(infos.values()))[0]
             gpu = info.name
             _gpu_meta(meta, info, len(infos))
+            meta["workers_up_seconds"] = round(time.monotonic() - _CLOCK[0], 1)
             _say(
                 f"{len(infos)} worker(s) on {gpu}: "
                 + ", ".join(
@@ -383,7 +384,8 @@ def _run_dask(shapes: list[Shape], archive: Any, st: SearchSettings, *, resume: 
             with SweepDisplay(len(done) + len(order), list(done.values())) as display:
                 run_slots(order, pool=pool, search=search, failed=failed, on_row=on_row, display=display,
                           pins={slot: pin for slot, (_, pin, _) in infos.items()})  # fmt: skip
-            _say(f"searched {len(order)} shapes in {time.monotonic() - started:.0f} s on {len(infos)} worker(s)")
+            meta["search_seconds"] = round(time.monotonic() - started, 1)
+            _say(f"searched {len(order)} shapes in {meta['search_seconds']:.0f} s on {len(infos)} worker(s)")
     finally:
         end_spares(spares)  # where no slot took them
         if slots is not None:

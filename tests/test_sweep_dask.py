@@ -68,6 +68,9 @@ def test_workers_are_pinned_one_per_device_and_share_the_sweep(tmp_path):
         meta["gpu"] == "NVIDIA H100 80GB HBM3 (stand-in)" and meta["driver"] == "0.0" and meta["workers"] == 3
     )
     assert meta["date"] and meta["budget_evals"] == 6
+    # where the run's time went, for the scaling report: the workers' start, then the search phase
+    assert 0 < meta["workers_up_seconds"] and 0 < meta["search_seconds"] < meta["run_wall_seconds"]
+    assert re.search(rf"searched 6 shapes in {meta['search_seconds']:.0f} s on 3 worker\(s\)", out)
     assert "driver: 0.0" in (tmp_path / "out" / "g.md").read_text()
     assert (tmp_path / "out" / "g.png").read_bytes()[:4] == b"\x89PNG"
 
