@@ -11,8 +11,9 @@ kept beside it as `eval-phases.json`, which serves in its place once the archive
 searched the same shapes on the same GPU model.
 
 Written: NAME.json, NAME.md (with FILE's text appended under "Notes", for what the figures mean) and NAME.png
-(per-shape wall time of both runs; medians of the evaluation phases that wait on a runner's start). Throughput ratios: the search phase (first shape handed out to the last row), the whole
-run, and busy time (summed per-shape wall, over the GPU count); the target is 0.9 per GPU.
+(per-shape wall time of both runs; medians of the evaluation phases that wait on a runner's start). Throughput
+ratios: the search phase (first shape handed out to the last row), the whole run, and busy time (summed per-shape
+wall, over the GPU count); the target is 0.9 per GPU.
 """
 
 from __future__ import annotations
