@@ -144,7 +144,7 @@ def load_run(folder: Path, since: str | None) -> tuple[dict[str, Any], dict[tupl
         "search_s": meta.get("search_seconds", _log_seconds(log, "searched ")),
         "sum_shape_wall_s": round(sum(walls), 1),
         "sum_worker_wait_s": round(sum(waits), 1),
-        "median_shape_wall_s": round(statistics.median(walls), 2),
+        "median_shape_wall_s": round(statistics.median(w for w in walls if w), 2) if any(walls) else None,
         "gpu_util_pct": utilisation(_one(folder, "util*.csv", False)),
         "geomean_offline": round(geomean([r["offline_speedup_best"] for r in done]), 3) if done else None,
         "geomean_server": round(geomean([r["server_speedup_best"] for r in done]), 3) if done else None,
@@ -231,9 +231,12 @@ def plot(report: dict[str, Any], one_rows: dict, many_rows: dict, path: Path) ->
 
     n = report["gpus"]
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
+    def wall(row: dict) -> float:  # a resumed row was not searched by this run
+        return row.get("wall_seconds") or math.nan
+
     keys = sorted(one_rows, key=lambda k: one_rows[k].get("wall_seconds") or 0.0)
-    ax.plot(range(len(keys)), [one_rows[k].get("wall_seconds") for k in keys], "o-", ms=3, label="1 GPU")
-    ax.plot(range(len(keys)), [many_rows[k].get("wall_seconds") for k in keys], "s", ms=3, alpha=0.8,
+    ax.plot(range(len(keys)), [wall(one_rows[k]) for k in keys], "o-", ms=3, label="1 GPU")
+    ax.plot(range(len(keys)), [wall(many_rows[k]) for k in keys], "s", ms=3, alpha=0.8,
             label=f"{n} GPUs ({n} searches at once)")  # fmt: skip
     ax.set_xlabel("shape (sorted by its 1-GPU wall time)")
     ax.set_ylabel("wall seconds per shape")

@@ -87,12 +87,19 @@ def test_two_runs_give_the_ratios_the_phases_and_three_files(tmp_path):
 
 def test_a_run_without_an_archive_or_log_still_reports(tmp_path):
     one = write_run(tmp_path / "1", 1, [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+    data = json.loads((one / "scale.json").read_text())
+    data["rows"].append({"M": 64, "N": 64, "K": 64, "status": "kept", "evals": 0, "wall_seconds": None})  # resumed
+    (one / "scale.json").write_text(json.dumps(data))
     many = write_run(tmp_path / "2", 2, [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+    data = json.loads((many / "scale.json").read_text())
+    data["rows"].append({"M": 64, "N": 64, "K": 64, "status": "kept", "evals": 0, "wall_seconds": 0.5})
+    (many / "scale.json").write_text(json.dumps(data))
     assert scaling_report.main([str(one), str(many), "--name", "s", "--out-dir", str(tmp_path / "o")]) == 0
     rep = json.loads((tmp_path / "o" / "s.json").read_text())
-    assert rep["throughput_ratio_search"] is None and rep["throughput_ratio_busy"] == 2.0
+    assert rep["throughput_ratio_search"] is None and rep["throughput_ratio_busy"] == round(2 * 6.0 / 6.5, 2)
     assert rep["one_gpu"]["per_evaluation_s"] is None
-    assert "| 1 GPU | 3 | 0 | 24 | — | — |" in (tmp_path / "o" / "s.md").read_text()
+    assert "| 1 GPU | 4 | 0 | 24 | — | — |" in (tmp_path / "o" / "s.md").read_text()
+    assert (tmp_path / "o" / "s.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize(
