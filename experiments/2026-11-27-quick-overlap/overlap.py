@@ -91,7 +91,11 @@ def main() -> None:
                                      "candidate": i, "ok": rec.ok, "failure": rec.failure_kind,
                                      "us": off.candidate.median_us if off else None, "best_lib_us": best,
                                      "eval_s": rec.eval_seconds, "phases": rec.phases})  # fmt: skip
-            summary.append(summarize(str(shape), len(srcs), rows))
+            (out / "overlap.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+            try:
+                summary.append(summarize(str(shape), len(srcs), rows))
+            except (statistics.StatisticsError, ZeroDivisionError) as e:  # too few candidates timed in both modes
+                summary.append({"shape": str(shape), "error": f"{type(e).__name__}: {e}"})
             print(json.dumps(summary[-1]), flush=True)
             (out / "overlap.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
 
