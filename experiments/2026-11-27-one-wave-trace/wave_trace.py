@@ -169,7 +169,12 @@ def main() -> None:
         if why is not None:
             print(f"{M}x{N}x{K} {name}: skipped ({why})", flush=True)
             continue
-        row = measure(M, N, K, name, params, family.render(params), stream, ws)
+        try:
+            row = measure(M, N, K, name, params, family.render(params), stream, ws)
+        except (AssertionError, RuntimeError, ValueError) as e:  # one case's failure is reported, the rest go on
+            print(f"{M}x{N}x{K} {name}: failed ({type(e).__name__}: {e})", flush=True)
+            results.append({"M": M, "N": N, "K": K, "config": name, "error": f"{type(e).__name__}: {e}"})
+            continue
         results.append(row)
         o, med = row["offline_us"], row["median"]
         print(f"{M}x{N}x{K} {name}: lib {o['lib']:.2f}  ours {o['plain']:.2f} (traced {o['traced']:.2f}) us; "

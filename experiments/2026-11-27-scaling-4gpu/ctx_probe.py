@@ -117,9 +117,9 @@ def main() -> None:
                 results.append({"variant": name, "placement": where, "runners": p, **med, "samples": samples})
                 print(f"{name:13s} {where:8s} P={p}: boot {med['boot_s']:.3f}  context {med['ctx_s']:.3f}  "
                       f"exit {med['exit_s']:.3f}", flush=True)
+                (out / "ctx-probe.json").write_text(json.dumps({"gpus": all_gpus, "rounds": rounds,
+                                                                "results": results}, indent=1))  # fmt: skip
     sandbox.report = REAL_REPORT
-    (out / "ctx-probe.json").write_text(json.dumps({"gpus": all_gpus, "rounds": rounds, "results": results},
-                                                   indent=1))
 
 
 if __name__ == "__main__":
