@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from hgemm.evaluator import sandbox
-from hgemm.evaluator.runner_client import RunnerProcess, wait_exit
+from hgemm.evaluator.runner_client import RunnerFailed, RunnerProcess, wait_exit
 
 CHILD = r"""
 import json, time
@@ -44,8 +44,11 @@ print(json.dumps({"booted": t1, "ctx_s": t2 - t1, "ready": t2}), flush=True)
 
 
 def gpus() -> list[str]:
-    out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
-                         text=True).stdout.split()
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                             text=True).stdout.split()
+    except OSError:
+        out = []
     return out or ["0"]
 
 
@@ -65,22 +68,25 @@ def bare(devices: list[str]) -> list[dict]:
 
 def runners(devices: list[str], extra: dict[str, str]) -> list[dict]:
     procs = [RunnerProcess(env_extra={**extra, "CUDA_VISIBLE_DEVICES": dev}) for dev in devices]
-    for rp in procs:
-        rp.init()
-    rows = []
-    for rp in procs:
-        rp.wait_ready()
-        rows.append({"boot_s": rp.phases.get("runner_boot"), "ctx_s": rp.phases.get("runner_cuda"),
-                     "ready_s": time.monotonic() - rp.spawned})
-    for rp in procs:
-        rp.requests.write(json.dumps({"op": "quit"}) + "\n")
-        rp.requests.flush()
-    asked = time.monotonic()
-    for rp, row in zip(procs, rows):
-        wait_exit(rp.proc, 30.0)
-        row["exit_s"] = time.monotonic() - asked
-        rp.kill()
-    return rows
+    try:
+        for rp in procs:
+            rp.init()
+        rows = []
+        for rp in procs:
+            rp.wait_ready()
+            rows.append({"boot_s": rp.phases.get("runner_boot"), "ctx_s": rp.phases.get("runner_cuda"),
+                         "ready_s": time.monotonic() - rp.spawned})
+        for rp in procs:
+            rp.requests.write(json.dumps({"op": "quit"}) + "\n")
+            rp.requests.flush()
+        asked = time.monotonic()
+        for rp, row in zip(procs, rows):
+            wait_exit(rp.proc, 30.0)
+            row["exit_s"] = time.monotonic() - asked
+        return rows
+    finally:
+        for rp in procs:  # none outlives its round, also when one failed
+            rp.kill()
 
 
 def no_namespaces() -> sandbox.Report:
@@ -110,8 +116,15 @@ def main() -> None:
         sandbox.report = no_namespaces if name == "runner-nons" else REAL_REPORT
         for where, devs in placements.items():
             for p in (1, 4, 8):
-                fn(devs(p))  # a warm-up round, not counted
-                samples = [row for _ in range(rounds) for row in fn(devs(p))]
+                try:
+                    fn(devs(p))  # a warm-up round, not counted
+                    samples = [row for _ in range(rounds) for row in fn(devs(p))]
+                except (RunnerFailed, OSError, ValueError) as e:  # reported; the other cases go on
+                    print(f"{name:13s} {where:8s} P={p}: failed ({type(e).__name__}: {e})", flush=True)
+                    results.append({"variant": name, "placement": where, "runners": p, "error": str(e)})
+                    (out / "ctx-probe.json").write_text(json.dumps({"gpus": all_gpus, "rounds": rounds,
+                                                                    "results": results}, indent=1))  # fmt: skip
+                    continue
                 med = {k: round(statistics.median(s[k] for s in samples if s.get(k) is not None), 4)
                        for k in ("boot_s", "ctx_s", "exit_s")}
                 results.append({"variant": name, "placement": where, "runners": p, **med, "samples": samples})
