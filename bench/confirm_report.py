@@ -14,8 +14,9 @@ Usage: python -m hgemm.bench.confirm_report REPORT.json --name NAME [--out-dir b
 - Row status: "confirmed"; "no_kernel" with `confirm_failure` (failed or incorrect); "not_confirmed" (kernel
   not in the archive: the input row carried over). A row without a kernel is carried over unchanged.
 - `--render`: a kernel the archive does not hold is rendered again from the row's family and parameters by
-  today's template (an older report's configuration, where its archive is not at hand). The confirmed row names
-  the kernel that was measured, and the input's as `rendered_from`.
+  today's template (an older report's configuration, where its archive is not at hand), if the family takes those
+  parameters for the shape. The confirmed row names the kernel that was measured, and the input's as
+  `rendered_from`.
 - Cheapest shapes first, the report rewritten after every shape; a rerun with the same --name and --out-dir
   skips the shapes already re-measured. Exit status 1 when a kernel failed or was not in the archive.
 """
@@ -65,13 +66,21 @@ def previous_meta(path: Path) -> dict[str, Any]:
     return {k: meta[k] for k in ("gpu", "driver", "date") if k in meta}
 
 
-def rendered_source(row: dict[str, Any]) -> str | None:
-    """The row's configuration rendered by today's template of its family, or None without family and parameters."""
+def rendered_source(row: dict[str, Any]) -> tuple[str | None, str]:
+    """(the row's configuration rendered by today's template of its family, "") or (None, why not): without family
+    and parameters, or parameters the family refuses for the shape (a report is input: its values go into the
+    source, so only the family's own values are rendered)."""
     from hgemm.evaluator.kernels import get_family
 
-    if not row.get("family") or not row.get("params"):
-        return None
-    return get_family(row["family"]).render(dict(row["params"]))
+    if not row.get("family") or not isinstance(row.get("params"), dict):
+        return None, "no family and parameters to render"
+    try:
+        family = get_family(row["family"])
+    except KeyError as e:
+        return None, str(e)
+    params = dict(row["params"])
+    why = family.check(params, Shape(row["M"], row["N"], row["K"]))
+    return (None, why) if why else (family.render(params), "")
 
 
 def confirm_row(row: dict[str, Any], record: Any, rendered: bool = False) -> dict[str, Any]:
@@ -153,11 +162,12 @@ def main(argv: list[str] | None = None, *, evaluator: Any = None, archive: Any =
             shape = (row["M"], row["N"], row["K"])
             kernel = store.kernel(row["kernel"])
             source = kernel["source"] if kernel is not None else None
-            rendered = source is None and args.render
+            rendered, why = source is None and args.render, ""
             if rendered:
-                source = rendered_source(row)
+                source, why = rendered_source(row)
             if source is None:
-                print(f"{shape}: kernel {row['kernel']} not in the archive; carried over unconfirmed", flush=True)
+                why = f" ({why})" if why else ""
+                print(f"{shape}: kernel {row['kernel']} not in the archive{why}; carried over unconfirmed", flush=True)
                 out[i] = {**row, "status": "not_confirmed"}
                 write(False)
                 continue

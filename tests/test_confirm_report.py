@@ -181,6 +181,32 @@ def test_render_measures_a_configuration_the_archive_does_not_hold(swept, tmp_pa
         empty.close()
 
 
+def test_render_refuses_parameters_its_family_does_not_take(swept, tmp_path, capsys):
+    """A report is input: a value outside the family's space would go into the source as text."""
+    from hgemm.archive import Archive
+
+    report, _ = swept
+    doc = json.loads(report.read_text())
+    doc["rows"][0]["kernel"] = "e" * 16
+    first = sorted(doc["rows"][0]["params"])[0]
+    doc["rows"][0]["params"] = {**doc["rows"][0]["params"], first: "64\n#include <unistd.h>"}
+    doc["rows"][1]["kernel"], doc["rows"][1]["family"] = "f" * 16, "no-such-family"
+    edited = tmp_path / "crafted.json"
+    edited.write_text(json.dumps(doc))
+    empty = Archive(tmp_path / "other.db")
+    try:
+        ev = Remeasure()
+        argv = [str(edited), "--name", "crafted", "--out-dir", str(tmp_path / "o"), "--render"]
+        assert confirm_report.main(argv, evaluator=ev, archive=empty) == 1
+        assert ev.calls == 0  # nothing was rendered, so nothing was measured
+        rows = json.loads((tmp_path / "o" / "crafted.json").read_text())["rows"]
+        assert [r["status"] for r in rows] == ["not_confirmed", "not_confirmed"]
+        out = capsys.readouterr().out
+        assert f"{first}=64\n#include <unistd.h> not in (" in out and "unknown kernel family 'no-such-family'" in out
+    finally:
+        empty.close()
+
+
 def test_archived_remeasurements_resume_a_sweep_measured_after_them(swept, tmp_path):
     """With --archive, each re-measurement becomes its kernel's confirmed record: a sweep that ignores the
     figures from before it (--measured-after) resumes those shapes from the re-measurement, searching nothing;
