@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hgemm.agent.sweep_report import geomean
+
 DEFAULT_OUT = Path("bench") / "results"
 PHASES = ("compile", "runner_boot", "runner_cuda", "spare_wait")  # what an evaluation waits on besides timing
 PHASES_FILE = "eval-phases.json"
@@ -103,10 +105,6 @@ def phases(folder: Path, since: str) -> dict[str, Any] | None:
     return out
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def run_start(meta: dict[str, Any]) -> str:
     """The run's start as an archive record's `created` prefix ("2026-11-27 08:19 UTC" -> "2026-11-27T08:19")."""
     return str(meta.get("date") or "").replace(" UTC", "").replace(" ", "T")
@@ -127,7 +125,6 @@ def load_run(folder: Path, since: str | None) -> tuple[dict[str, Any], dict[tupl
     workers = int(meta["workers"])
     walls = [r.get("wall_seconds") or 0.0 for r in rows.values()]
     waits = [r.get("worker_seconds") or 0.0 for r in rows.values()]
-    done = [r for r in rows.values() if r.get("offline_speedup_best") and r.get("server_speedup_best")]
     summary = {
         "report": path.name,
         "gpu": meta.get("gpu"),
@@ -146,11 +143,15 @@ def load_run(folder: Path, since: str | None) -> tuple[dict[str, Any], dict[tupl
         "sum_worker_wait_s": round(sum(waits), 1),
         "median_shape_wall_s": round(statistics.median(w for w in walls if w), 2) if any(walls) else None,
         "gpu_util_pct": utilisation(_one(folder, "util*.csv", False)),
-        "geomean_offline": round(geomean([r["offline_speedup_best"] for r in done]), 3) if done else None,
-        "geomean_server": round(geomean([r["server_speedup_best"] for r in done]), 3) if done else None,
+        **{f"geomean_{mode}": _round(geomean([r.get(f"{mode}_speedup_best") for r in rows.values()]), 3)
+           for mode in ("offline", "server")},
         "per_evaluation_s": phases(folder, since or run_start(meta)),
     }
     return summary, rows
+
+
+def _round(v: float | None, digits: int) -> float | None:
+    return None if v is None else round(v, digits)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
