@@ -7,8 +7,8 @@ Parts of the GPU worker's time for the record (`eval_seconds`), each summed over
 - references: the correctness suite's draws, float64 references and cuBLAS errors (judge)
 - calls: the candidate's calls, capture and replays in the correctness suite (runner)
 - verify: comparing what those calls wrote (judge)
-- retire_wait: before timing, waiting for earlier runners to exit
-- spare_wait: before timing, waiting for the next candidates' runners to finish initialising CUDA
+- retire_wait: before a full-stage timing, waiting for earlier runners to exit
+- spare_wait: before a full-stage timing, waiting for the next candidates' runners to finish initialising CUDA
 - capture: capturing the offline timing graph
 - timing_setup: new B values, poisoned outputs and cleared witnesses before a mode's samples
 - time_candidate: the candidate's timed samples, with their input refreshes and witnesses (runner)

@@ -72,6 +72,7 @@ class RunnerProcess:
         self.ready = False
         self.graphs: set[str] = set()  # graphs captured in this runner
         self.phases = Phases()  # of the candidate it serves (judge and runner side)
+        self.quit_at: float | None = None  # when the judge told it to quit (time.monotonic)
 
     def _line(self, timeout_s: float, during: str) -> dict:
         deadline = time.monotonic() + timeout_s

@@ -153,6 +153,46 @@ def test_spares_boot_ahead_and_initialise_only_between_timings(hgemm_home):
     assert all(r.proc.poll() is not None and not r.folder.exists() for r in started) and j.spares == []
 
 
+def test_a_quick_stage_timing_waits_for_no_context_and_a_full_stage_one_does(hgemm_home):
+    j = judge.Judge()
+    j.new_runner = runner
+    try:
+        j._fill_spares()
+        for s in j.spares:
+            s.init()
+        j._runner("a")
+        j.spares[0].wait_ready(10)
+        j._runner("b")  # the spare that serves a third candidate is initialising now (0.25 s)
+        j.forget("a")  # and a's runner is retiring
+        initialising = j.spares[0]
+        ph = Phases()
+        started = time.monotonic()
+        j._settle(ph, "quick")
+        assert time.monotonic() - started < 0.2 and not initialising.ready
+        assert not {"retire_wait", "spare_wait"} & set(ph)
+        j._settle(ph, "full")
+        assert initialising.ready and j.retiring == [] and {"retire_wait", "spare_wait"} <= set(ph)
+    finally:
+        j.close()
+
+
+def test_a_runner_that_ignores_quit_is_killed_once_overdue_between_quick_timings(hgemm_home, monkeypatch):
+    monkeypatch.setattr(judge, "RETIRE_WAIT_S", 0.5)
+    j = judge.Judge()
+    stubborn = runner("hang")
+    stubborn.wait_ready(10)
+    stubborn.requests.write('{"op": "call", "args": {}}\n')  # it hangs in this request and never reads quit
+    stubborn.requests.flush()
+    j.runners["a"] = stubborn
+    j.forget("a")
+    j._settle(Phases(), "quick")
+    assert j.retiring == [stubborn] and stubborn.proc.poll() is None  # not overdue yet: left alone
+    time.sleep(0.6)
+    started = time.monotonic()
+    j._settle(Phases(), "quick")
+    assert j.retiring == [] and stubborn.proc.poll() is not None and time.monotonic() - started < 5
+
+
 def test_a_runner_that_ignores_quit_is_killed_before_timing(hgemm_home, monkeypatch):
     monkeypatch.setattr(judge, "RETIRE_WAIT_S", 0.5)
     j = judge.Judge()

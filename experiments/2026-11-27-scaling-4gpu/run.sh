@@ -1,5 +1,5 @@
 # One host with four GPUs, the package and its GPU extras installed; run from the repository root.
-# RUN=1: the 64-shape sweep with --gpus 0; RUN=all: the same with --gpus all. Each from a fresh HGEMM_HOME with the
+# SHAPES: a shape file instead of shapes64.txt. RUN=1: the 64-shape sweep with --gpus 0; RUN=all: the same with --gpus all. Each from a fresh HGEMM_HOME with the
 # seed archive imported; its log, report, exported archive and nvidia-smi samples go to D/RUN, the folder
 # `python -m hgemm.bench.scaling_report D/1 D/all --name NAME` reads.
 set -u
@@ -11,7 +11,7 @@ nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits -l 1 
 u=$!
 # from outside the repository, so that the installed package is the one imported
 (cd $W && HGEMM_HOME=$D/home timeout -s TERM ${T:-570} hgemm sweep \
-  --grid $R/experiments/2026-11-27-scaling-4gpu/shapes64.txt --budget-evals 8 --import-archive $SEED \
+  --grid ${SHAPES:-$R/experiments/2026-11-27-scaling-4gpu/shapes64.txt} --budget-evals 8 --import-archive $SEED \
   --gpus $([ $RUN = 1 ] && echo 0 || echo all) --name scale-$RUN --out $D --export-archive $D/$RUN.jsonl.xz \
   > $D/$RUN.log 2>&1; echo "rc=$? wall=$SECONDS" >> $D/$RUN.log)
 kill $u
