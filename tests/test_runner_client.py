@@ -176,15 +176,21 @@ def test_a_quick_stage_timing_waits_for_no_context_and_a_full_stage_one_does(hge
         j.close()
 
 
-def test_a_runner_that_ignores_quit_is_killed_once_overdue_between_quick_timings(hgemm_home, monkeypatch):
-    monkeypatch.setattr(judge, "RETIRE_WAIT_S", 0.5)
+def retired_stubborn_runner() -> tuple[judge.Judge, judge.RunnerProcess]:
+    """A judge whose candidate "a" was forgotten while its runner hangs in a request (it never reads quit)."""
     j = judge.Judge()
     stubborn = runner("hang")
     stubborn.wait_ready(10)
-    stubborn.requests.write('{"op": "call", "args": {}}\n')  # it hangs in this request and never reads quit
+    stubborn.requests.write('{"op": "call", "args": {}}\n')
     stubborn.requests.flush()
     j.runners["a"] = stubborn
     j.forget("a")
+    return j, stubborn
+
+
+def test_a_runner_that_ignores_quit_is_killed_once_overdue_between_quick_timings(hgemm_home, monkeypatch):
+    monkeypatch.setattr(judge, "RETIRE_WAIT_S", 0.5)
+    j, stubborn = retired_stubborn_runner()
     j._settle(Phases(), "quick")
     assert j.retiring == [stubborn] and stubborn.proc.poll() is None  # not overdue yet: left alone
     time.sleep(0.6)
@@ -195,13 +201,7 @@ def test_a_runner_that_ignores_quit_is_killed_once_overdue_between_quick_timings
 
 def test_a_runner_that_ignores_quit_is_killed_before_timing(hgemm_home, monkeypatch):
     monkeypatch.setattr(judge, "RETIRE_WAIT_S", 0.5)
-    j = judge.Judge()
-    stubborn = runner("hang")
-    stubborn.wait_ready(10)
-    stubborn.requests.write('{"op": "call", "args": {}}\n')  # it hangs in this request and never reads quit
-    stubborn.requests.flush()
-    j.runners["a"] = stubborn
-    j.forget("a")
+    j, stubborn = retired_stubborn_runner()
     started = time.monotonic()
     j._quiet(Phases())
     assert j.retiring == [] and stubborn.proc.poll() is not None and time.monotonic() - started < 10
