@@ -51,7 +51,7 @@ SPARES = 2  # runners started ahead of the candidate being evaluated: one initia
 RETIRE_WAIT_S = 5.0  # how long a runner told to quit may take to exit before it is killed
 # Stages whose timings wait until no runner's CUDA context is coming up or down. A quick-stage timing overlaps the
 # next runner's context creation and a retired one's teardown: on an H100, 30 candidates timed both ways kept
-# their ranks (Spearman 1.0 per shape), moved no more than between two quiet passes (median 0.1-0.2%), none was
+# their ranks (Spearman 1.0 per shape), moved no more than between two quiet passes (medians 0.08-0.21%), none was
 # refused as disturbed, and an evaluation took 0.09-0.12 s instead of 0.23-0.24 s
 # (experiments/2026-11-27-quick-overlap). The full stage, the confirmation and the baselines alone stay quiet.
 QUIET_STAGES = ("full",)
