@@ -65,24 +65,23 @@ __global__ void __launch_bounds__(THREADS, 1) hg_gemv_kernel(const __half* __res
 
         for (int c = c_begin; c < c_end; c += UNROLL) {
             uint4 b[UNROLL][ROWS];
+            int koff[UNROLL];  // this lane's first K value in chunk c + u, or -1 past this warp's range or K
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 const int k = (c + u) * CHUNK + lane * 8;
-                const bool kin = c + u < c_end && k < K;
+                koff[u] = c + u < c_end && k < K ? k : -1;
 #pragma unroll
                 for (int r = 0; r < ROWS; ++r) {
                     const int n = n0 + r;
-                    b[u][r] = load16(Bt + (size_t)(n < N ? n : 0) * K + (kin ? k : 0), kin && n < N);
+                    b[u][r] = load16(Bt + (size_t)(n < N ? n : 0) * K + max(koff[u], 0), koff[u] >= 0 && n < N);
                 }
             }
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
-                const int k = (c + u) * CHUNK + lane * 8;
-                const bool kin = c + u < c_end && k < K;
 #pragma unroll
                 for (int m = 0; m < MAXM; ++m) {
                     if (m < M) {
-                        const uint4 a = load16(A + (size_t)m * K + (kin ? k : 0), kin);
+                        const uint4 a = load16(A + (size_t)m * K + max(koff[u], 0), koff[u] >= 0);
 #pragma unroll
                         for (int r = 0; r < ROWS; ++r) acc[m][r] = dot8(acc[m][r], a, b[u][r]);
                     }
