@@ -26,6 +26,7 @@ EVENT_DEFAULT = 0
 CAPTURE_THREAD_LOCAL = 1
 LIMIT_PERSISTING_L2 = 6  # cudaLimitPersistingL2CacheSize
 IPC_LAZY_ENABLE_PEER_ACCESS = 1
+HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped
 
 
 class CudaError(RuntimeError):
@@ -127,6 +128,13 @@ class Runtime:
         ptr = vp()
         self._call("cudaMalloc", _c.byref(ptr), _c.c_size_t(nbytes))
         return int(ptr.value)
+
+    def host_alloc_mapped(self, nbytes: int) -> tuple[int, int]:
+        """Page-locked host memory the device can read: (host address, device address)."""
+        host, dev = vp(), vp()
+        self._call("cudaHostAlloc", _c.byref(host), _c.c_size_t(nbytes), _c.c_uint(HOST_ALLOC_MAPPED))
+        self._call("cudaHostGetDevicePointer", _c.byref(dev), host, _c.c_uint(0))
+        return host.value, dev.value
 
     def free(self, ptr: int) -> None:
         self._call("cudaFree", vp(ptr))

@@ -205,7 +205,9 @@ class Session:
         self.shim = Shim(shim)
         self.flush_bytes = max(2 * int(l2_bytes), 64 << 20)
         self.flush_ptr = self.rt.malloc(self.flush_bytes)
-        self.go, self.side = self.rt.malloc(256), self.rt.stream_create()  # the early writer's gate
+        # The early writer's gate: a flag in host memory the writer polls and this thread sets, so the gate needs
+        # no second stream (a runner has one hardware connection: RUNNER_CONNECTIONS in runner_client.py).
+        self.go_host, self.go = self.rt.host_alloc_mapped(64)
         try:
             self.lib = _c.CDLL(lib, mode=_c.RTLD_LOCAL)
             run = self.lib.hgemm_run
@@ -239,17 +241,18 @@ class Session:
 
     def call_after_writer(self, slot: int = 0, cycles: int = EARLY_WRITER_CYCLES, wait_s: float = 60.0) -> dict:
         """A kernel that lets dependents launch early and copies `stage` into the A slot only after the call
-        has been enqueued (a flag set from a second stream once `hgemm_run` returns) and `cycles` more; then
-        the call. Without that gate, a host slower than the writer's spin would let a cheat pass. The writer
+        has been enqueued (a flag in host memory, set by this thread once `hgemm_run` returns) and `cycles`
+        more; then the call. Without that gate, a host slower than the writer's spin would let a cheat pass. The writer
         waits for the flag at most `wait_s`, the judge's own limit for this request: a call that takes longer
         to enqueue fails on that limit, so it cannot outwait the gate."""
         a = self.buf["A"] + 2 * slot * self.M * self.K
-        self.rt.memset_async(self.go, 0, 4, self.stream)
-        self.rt.stream_sync(self.stream)
+        gate = _c.c_int.from_address(self.go_host)
+        self.rt.device_sync()  # no earlier writer still reads the flag
+        gate.value = 0
         self.shim.early_writer(self.buf["stage"], a, self.M * self.K, cycles, self.go, int(wait_s * 1e9),
                                self.stream)
         rc = self._call(slot)
-        self.rt.memset_async(self.go, 1, 4, self.side)
+        gate.value = 1
         self.rt.device_sync()
         return {"rc": rc}
 

@@ -24,6 +24,10 @@ from hgemm.evaluator.phases import Phases
 from hgemm.core.paths import state_dir
 
 REPLY_LIMIT = 1 << 20
+# Hardware connections (work queues) of a runner's CUDA context. The driver creates contexts one at a time for the
+# whole host, and a context with one connection comes up in half the time alone and a third with eight at once
+# (experiments/2026-11-27-scaling-4gpu, ctx_probe.py). A runner issues all its work on one stream.
+RUNNER_CONNECTIONS = 1
 
 
 class RunnerFailed(Exception):
@@ -51,12 +55,13 @@ class RunnerProcess:
         self.folder = sandbox.private_folder("runner-")
         argv = ["-m", module, *args, "--requests", str(req_r), "--replies", str(rep_w), "--handles",
                 str(theirs.fileno())]  # fmt: skip
+        env = {"CUDA_DEVICE_MAX_CONNECTIONS": str(RUNNER_CONNECTIONS), **(env_extra or {})}
         with open(self.log, "ab") as log:
             self.proc = sandbox.popen(
                 argv,
                 "runner",
                 self.folder,
-                env_extra,
+                env,
                 pass_fds=(req_r, rep_w, theirs.fileno()),
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -37,6 +37,8 @@ def main() -> None:
             handles = socket.socket(fileno=int(sys.argv[sys.argv.index("--handles") + 1]))
             _msg, fds, _flags, _addr = socket.recv_fds(handles, 16, 4)
             say(json.dumps({"ok": True, "count": len(fds), "text": os.read(fds[0], 100).decode()}))
+        elif behaviour == "env":  # what a runner's environment says about its CUDA context
+            say(json.dumps({"ok": True, "connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")}))
         elif behaviour == "honest":
             say(json.dumps({"ok": True, "rc": 0, "us": [1.5, 2.5]}))
         elif behaviour == "garbage":

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hgemm.evaluator import judge
+from hgemm.evaluator import judge, runner_client
 from hgemm.evaluator.phases import Phases
 from hgemm.evaluator.runner import derive
 
@@ -117,6 +117,12 @@ def test_offline_rings_stay_within_their_memory_and_launch_limits():
 
 def said_something(r: judge.RunnerProcess, within_s: float) -> bool:
     return bool(select.select([r.replies], [], [], within_s)[0])
+
+
+def test_a_runner_has_one_hardware_connection(hgemm_home):
+    r = runner("env")
+    assert r.request("call", 10)["connections"] == str(runner_client.RUNNER_CONNECTIONS) == "1"
+    r.kill()
 
 
 def test_a_runner_boots_without_cuda_and_waits_to_be_told(hgemm_home):

@@ -100,7 +100,9 @@ def main() -> None:
             (out / "overlap.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
 
 
-def summarize(shape: str, n: int, rows: list[dict]) -> dict:
+def summarize(shape: str, n: int, rows: list[dict], names: tuple[str, str] = ("quiet", "overlap")) -> dict:
+    """`names`: the reference mode (passed first and last in each round of four) and the one compared with it."""
+    ref, other = names
     mine = [r for r in rows if r["shape"] == shape]
 
     def ratio(mode: str, first_quiet: bool | None = None) -> list[float | None]:
@@ -114,19 +116,19 @@ def summarize(shape: str, n: int, rows: list[dict]) -> dict:
             out.append(statistics.median(vals) if vals else None)
         return out
 
-    q, o = ratio("quiet"), ratio("overlap")
-    q1, q2 = ratio("quiet", True), ratio("quiet", False)
+    q, o = ratio(ref), ratio(other)
+    q1, q2 = ratio(ref, True), ratio(ref, False)
     both = [i for i in range(n) if q[i] and o[i] and q1[i] and q2[i]]
     evals = {m: statistics.median([r["eval_s"] for r in mine if r["mode"] == m and r["eval_s"]]) for m in
-             ("quiet", "overlap")}  # fmt: skip
+             names}  # fmt: skip
     return {
         "shape": shape, "candidates": n,
-        "median_abs_change_overlap": statistics.median(abs(o[i] / q[i] - 1) for i in both),
-        "median_abs_change_quiet_vs_quiet": statistics.median(abs(q2[i] / q1[i] - 1) for i in both),
-        "spearman_overlap_vs_quiet": spearman([q[i] for i in both], [o[i] for i in both]),
-        "spearman_quiet_vs_quiet": spearman([q1[i] for i in both], [q2[i] for i in both]),
+        f"median_abs_change_{other}": statistics.median(abs(o[i] / q[i] - 1) for i in both),
+        f"median_abs_change_{ref}_vs_{ref}": statistics.median(abs(q2[i] / q1[i] - 1) for i in both),
+        f"spearman_{other}_vs_{ref}": spearman([q[i] for i in both], [o[i] for i in both]),
+        f"spearman_{ref}_vs_{ref}": spearman([q1[i] for i in both], [q2[i] for i in both]),
         "disturbed": {m: sum(r["failure"] == "timing_disturbed" for r in mine if r["mode"] == m)
-                      for m in ("quiet", "overlap")},  # fmt: skip
+                      for m in names},  # fmt: skip
         "median_eval_s": evals,
     }
 
