@@ -28,22 +28,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "2026-11-27-quick-overlap"))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))
 
-from hgemm.evaluator.local import LocalEvaluator  # noqa: E402
-from hgemm.evaluator.worker import Worker  # noqa: E402
-from overlap import SHAPES, sources, summarize  # noqa: E402
+from overlap import SHAPES, arguments, evaluator, sources, summarize  # noqa: E402
 
 PASSES = {"eight": 8, "one": 1}
 TIMING = ("offline", "server")
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    out, rounds = arguments()
     rows, summary = [], []
-    with LocalEvaluator() as ev:
-        ev.worker.close()
-        ev.worker = Worker(session="conn_judge:ConnectionsJudge")
+    with evaluator("conn_judge:ConnectionsJudge") as ev:
         for shape in SHAPES:
             srcs = sources(shape)
             n_pass = 0

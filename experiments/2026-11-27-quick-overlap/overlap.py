@@ -67,14 +67,25 @@ def spearman(a: list[float], b: list[float]) -> float:
     return 1 - 6 * sum((x - y) ** 2 for x, y in zip(ra, rb, strict=True)) / (n * (n * n - 1))
 
 
-def main() -> None:
+def arguments() -> tuple[Path, int]:
+    """OUT_DIR (made) and the number of rounds (default 2) from the command line."""
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    return out, int(sys.argv[2]) if len(sys.argv) > 2 else 2
+
+
+def evaluator(session: str) -> LocalEvaluator:
+    """The product's evaluator with its worker running the judge `session` ("module:Class")."""
+    ev = LocalEvaluator()
+    ev.worker.close()
+    ev.worker = Worker(session=session)
+    return ev
+
+
+def main() -> None:
+    out, rounds = arguments()
     rows, summary = [], []
-    with LocalEvaluator() as ev:
-        ev.worker.close()
-        ev.worker = Worker(session="overlap_judge:OverlapJudge")
+    with evaluator("overlap_judge:OverlapJudge") as ev:
         for shape in SHAPES:
             srcs = sources(shape)
             passes = []
