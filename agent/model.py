@@ -265,9 +265,68 @@ class Prediction:
     latency_us: float = 0.0  # load latency over the k-blocks in flight (cp.async families)
 
 
+# The gemv family (CUDA cores, no tiles): the share of the HBM rate its stream of Bt reaches (2.75-2.92 TB/s of
+# 3.35 on the H100's M = 1 shapes of 58-136 MB, experiments/2026-11-27-small-m-gemv), the thread instructions
+# one SM issues per second (4 schedulers x 32 lanes x ~1.7 GHz) and the share of that a loop of loads,
+# conversions and FMAs keeps, and the time one loop step (UNROLL chunks of loads in flight) takes at least.
+GEMV_HBM_SHARE = 0.87
+SM_THREAD_OPS = 128 * 1.7e9
+GEMV_ISSUE_SHARE = 0.6
+GEMV_STEP_US = 0.7
+
+
+def _predict_gemv(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> Prediction:
+    """The gemv family: the slowest of reading B at the HBM rate, the busiest SM's share of the L2's rate, its
+    instruction issue (loads, fp16 -> fp32 conversions, FMAs) and its loop steps, each at least a load's
+    latency; plus the launch."""
+    M, N, K = shape
+    peaks = gpu_peaks(gpu)
+    sms = max(1, gpu.sm_count)
+    rows, warps = int(param(params, "rows", 1)), int(param(params, "warps", 8))
+    ksplit, unroll = int(param(params, "ksplit", 1)), int(param(params, "unroll", 1))
+    kvec = int(param(params, "kvec", 8))
+    threads = 32 * warps
+    groups_per_cta = max(1, warps // ksplit)
+    regs = int(family.register_estimate(params)) if callable(getattr(family, "register_estimate", None)) else 64
+    by_regs = REGS_PER_SM // (-(-regs // 8) * 8 * threads)
+    occ = int(max(0, min(MAX_THREADS_PER_SM // threads, by_regs, MAX_CTAS_PER_SM)))
+    if threads > 1024 or occ == 0:
+        return Prediction(math.inf, 0, occ, math.inf, 0, 0.0, math.inf, math.inf, math.inf, math.inf)
+    cta_groups = cdiv(cdiv(N, rows), groups_per_cta)
+    grid = min(cta_groups, sms * occ)
+    iters = cdiv(cta_groups, grid)  # groups the busiest CTA works through, one after another
+    busiest = cdiv(grid, sms) * iters  # CTA-groups on the busiest SM
+    sm_bytes = busiest * groups_per_cta * rows * K * 2.0
+    loads = {8: 1, 2: 4}.get(kvec, 8)  # load instructions per 8 halfs of a row
+    per_8 = loads + 4 + M * 8 + M * (loads + 4) / rows  # per 8 K values of one row of Bt
+    issue_us = busiest * groups_per_cta * rows * cdiv(K, 8) * per_8 / (SM_THREAD_OPS * GEMV_ISSUE_SHARE) * 1e6
+    steps = cdiv(cdiv(cdiv(K, 256), ksplit), unroll)
+    latency_us = iters * steps * GEMV_STEP_US
+    l2_us = sm_bytes / (peaks.l2_bps / sms) * 1e6
+    dram = (N * K + M * K + M * N) * 2.0
+    dram_us = dram / (peaks.hbm_bps * GEMV_HBM_SHARE) * 1e6
+    p = 3.0
+    body = (issue_us**p + l2_us**p + dram_us**p + latency_us**p) ** (1.0 / p)
+    return Prediction(
+        us=body + KERNEL_LAUNCH_US,
+        tiles=cta_groups,
+        ctas_per_sm=occ,
+        waves=cta_groups / (sms * occ),
+        busiest_sm_tiles=busiest,
+        padded_fraction=cta_groups / (grid * iters),
+        compute_us=issue_us,
+        l2_us=l2_us,
+        dram_us=dram_us,
+        fixed_us=0.0,
+        latency_us=latency_us,
+    )
+
+
 def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> Prediction:
     """The model's estimate with its parts, for explanation and tests."""
     M, N, K = shape
+    if (family if isinstance(family, str) else family.name).lower().startswith("gemv"):
+        return _predict_gemv(None if isinstance(family, str) else family, params, shape, gpu)
     if int(param(params, "swap_ab", 0)):  # the kernel computes C transposed: its M is C's N
         M, N = N, M
     name = family if isinstance(family, str) else family.name

@@ -3,7 +3,7 @@ evaluator (its check of every element against a float64 reference, outputs poiso
 
 wgmma takes any M and N, K multiples of 8: partial tiles in every dimension, in each of its store paths (TMA
 store, register stores, split-K partials, DSMEM reduction, stream-K). mma_ms, mma_splitk and small take any K
-through KVEC. Run: `pytest -m gpu tests/test_any_shape_gpu.py -s` (prints a table).
+through KVEC; gemv any N and K for M <= 4. Run: `pytest -m gpu tests/test_any_shape_gpu.py -s` (prints a table).
 """
 
 from __future__ import annotations
@@ -145,5 +145,33 @@ def test_narrow_loads_are_correct_on_any_k():
                 cases.append((f"KVEC {params['KVEC']}", name, params, shape))
     assert {c[1] for c in cases} == {"mma_ms", "mma_splitk", "small"}
     assert {c[0] for c in cases} == {"KVEC 1", "KVEC 2"}
+    bad = [r for r in _run(cases) if not r["ok"]]
+    assert not bad, bad
+
+
+# M = 1 to 4: each MAXM; N = 1 and N not a multiple of ROWS; K below one 256-wide chunk, between chunks, odd,
+# even but not a multiple of 8, and long enough for one K range per warp group.
+GEMV_SHAPES = [Shape(*s) for s in [(1, 1, 1), (1, 4097, 8), (2, 33, 65), (3, 1000, 6), (4, 257, 4093), (1, 999, 12296)]]
+GEMV_VARIANTS = {
+    "default": {},
+    "k-split-4": {"KSPLIT": 4, "WARPS": 16, "ROWS": 1, "UNROLL": 2},
+    "rows-8": {"ROWS": 8, "UNROLL": 1, "WARPS": 4, "KSPLIT": 2},
+    "unroll-8": {"ROWS": 1, "UNROLL": 8, "KSPLIT": 1},
+}
+
+
+def test_gemv_is_correct_on_any_small_m():
+    from hgemm.evaluator.kernels import get_family
+
+    fam = get_family("gemv")
+    cases = []
+    for shape in GEMV_SHAPES:
+        base = fam.default_params(shape)
+        for label, change in GEMV_VARIANTS.items():
+            params = {**base, **change}
+            if fam.check(params, shape) is None:
+                cases.append((label, "gemv", params, shape))
+    assert {c[0] for c in cases} == set(GEMV_VARIANTS)
+    assert {c[2]["MAXM"] for c in cases} == {1, 2, 4} and {c[2]["KVEC"] for c in cases} == {1, 2, 8}
     bad = [r for r in _run(cases) if not r["ok"]]
     assert not bad, bad

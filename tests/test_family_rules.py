@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 from hgemm.evaluator.kernels import get_family, rules
+from hgemm.evaluator.kernels.gemv_family import GEMV_SPACE
 from hgemm.evaluator.kernels.mma_family import MMA_SPACE, SPLIT_K_VALUES
 from hgemm.evaluator.kernels.small_family import SMALL_SPACE
 from hgemm.evaluator.kernels.wgmma_family import OPTIONAL, SPACE
@@ -104,6 +105,7 @@ def test_the_template_states_no_rule_of_its_own():
 OTHER_SPACES = {
     "mma": ("mma", {**MMA_SPACE, "SPLIT_K": (1, *SPLIT_K_VALUES)}),
     "small": ("small", SMALL_SPACE),
+    "gemv": ("gemv", GEMV_SPACE),
 }
 
 
@@ -134,7 +136,7 @@ def test_the_other_families_check_what_their_rules_say(name):
     for p in _family_points(name, 5, 200, False):
         why = rules.violation(p, fam)
         split = p.get("SPLIT_K", 1) > 1
-        family = get_family("small" if name == "small" else "mma_splitk" if split else "mma_ms")
+        family = get_family(name if name in ("small", "gemv") else "mma_splitk" if split else "mma_ms")
         if name == "mma" and not split:
             p = {k: v for k, v in p.items() if k != "SPLIT_K"}
         reason = family.check(p, Shape(4096, 4096, 4096), H100)
@@ -145,7 +147,7 @@ def test_the_other_families_check_what_their_rules_say(name):
 @pytest.mark.parametrize("name", sorted(OTHER_SPACES))
 def test_nvcc_accepts_exactly_what_the_other_rules_accept(name, tmp_path):
     fam, _ = OTHER_SPACES[name]
-    family = get_family("mma_splitk" if name == "mma" else "small")  # renders SPLIT_K=1 as well
+    family = get_family("mma_splitk" if name == "mma" else name)  # mma_splitk renders SPLIT_K=1 as well
     cases = [(p, True) for p in _family_points(name, 6, 2, True)] + [(p, False) for p in _family_points(name, 7, 2, False)]
     for n, (params, ok) in enumerate(cases):
         src = tmp_path / f"k{n}.cu"

@@ -4,10 +4,11 @@ when that module is present."""
 from __future__ import annotations
 
 from hgemm.evaluator.kernels.family import Family
+from hgemm.evaluator.kernels.gemv_family import GemvFamily
 from hgemm.evaluator.kernels.mma_family import MmaFamily, MmaSplitKFamily
 from hgemm.evaluator.kernels.small_family import SmallFamily
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (MmaFamily(), MmaSplitKFamily(), SmallFamily())}
+FAMILIES: dict[str, Family] = {f.name: f for f in (MmaFamily(), MmaSplitKFamily(), SmallFamily(), GemvFamily())}
 
 try:
     from hgemm.evaluator.kernels.wgmma_family import FAMILIES as WGMMA_FAMILIES

@@ -1,6 +1,6 @@
 """The kernel families' rules as their templates state them: a host build of the rules headers, read with ctypes.
 
-- Each family's rules header (`wgmma_rules.cuh`, `mma_rules.cuh`, `small_rules.cuh`) is the one place its
+- Each family's rules header (`wgmma_rules.cuh`, `mma_rules.cuh`, `small_rules.cuh`, `gemv_rules.cuh`) is the one place its
   constraints and resource formulas are written; the kernel includes it, and this module compiles it (with
   the host C++ compiler, through `rules_host.cpp`) into a small library the search calls, so Python restates
   none of it.
@@ -30,9 +30,10 @@ ORDERS = {
               "split_k", "split_dsmem", "epi_panels", "stream_k", "swap_ab", "warp_producer", "stage_k"),
     "mma": ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES", "RASTER", "SPLIT_K", "KVEC"),
     "small": ("BM", "BN", "WARPS_M", "WARPS_N", "WARPS_K", "KVEC"),
+    "gemv": ("MAXM", "ROWS", "WARPS", "KSPLIT", "UNROLL", "KVEC"),
 }
 WGMMA_ORDER = ORDERS["wgmma"]
-SOURCES = ("rules_host.cpp", "wgmma_rules.cuh", "mma_rules.cuh", "small_rules.cuh")
+SOURCES = ("rules_host.cpp", "wgmma_rules.cuh", "mma_rules.cuh", "small_rules.cuh", "gemv_rules.cuh")
 
 
 def _compiler() -> str:
@@ -71,7 +72,8 @@ def library() -> ctypes.CDLL:
         getattr(dll, f"{fam}_smem_bytes").argtypes = [ip]
         getattr(dll, f"{fam}_walk").restype = ctypes.c_longlong
         getattr(dll, f"{fam}_walk").argtypes = [ctypes.POINTER(ip), ip, ctypes.POINTER(ll)]
-    for name in ("wgmma_c_panel", "wgmma_wg_rows", "mma_register_estimate", "small_register_estimate"):
+    for name in ("wgmma_c_panel", "wgmma_wg_rows", "mma_register_estimate", "small_register_estimate",
+                 "gemv_register_estimate"):
         getattr(dll, name).restype, getattr(dll, name).argtypes = ctypes.c_int, [ip]
     dll.wgmma_box_k.restype, dll.wgmma_box_k.argtypes = ctypes.c_int, []
     return dll
@@ -102,7 +104,7 @@ def smem_bytes(params: dict, fam: str = "wgmma") -> int:
 
 
 def register_estimate(params: dict, fam: str) -> int:
-    """The header's rough registers per thread (mma and small families)."""
+    """The header's rough registers per thread (mma, small and gemv families)."""
     return getattr(library(), f"{fam}_register_estimate")(_vector(fam, params))
 
 

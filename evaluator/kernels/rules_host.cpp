@@ -2,6 +2,7 @@
 // ctypes): each kernel's own rules and formulas, evaluated by a real compiler, not restated in Python.
 #include "mma_rules.cuh"
 #include "small_rules.cuh"
+#include "gemv_rules.cuh"
 #include "wgmma_rules.cuh"
 
 namespace {
@@ -40,7 +41,8 @@ long long walk(const int* const* values, const int* counts, long long* accepted,
 using W = wgmma_rules::Params;
 using M = mma_rules::Params;
 using S = small_rules::Params;
-constexpr int WN = 16, MN = 9, SN = 6;
+using G = gemv_rules::Params;
+constexpr int WN = 16, MN = 9, SN = 6, GN = 6;
 
 }  // namespace
 
@@ -87,6 +89,20 @@ long long small_walk(const int* const* values, const int* counts, long long* acc
   return walk<S, SN>(values, counts, accepted, [](const S& p) { return small_rules::violation(p); }, [](const S& p) {
     return small_rules::threads(p) <= small_rules::MAX_THREADS && small_rules::smem_bytes(p) >= 0 &&
            small_rules::accumulators(p) <= small_rules::MAX_ACCUMULATORS;
+  });
+}
+
+// gemv
+const char* gemv_violation(const int* v) { return gemv_rules::violation(params<G, GN>(v)); }
+const char* gemv_shape_violation(const int* v, long long m, long long n, long long k) {
+  return gemv_rules::shape_violation(params<G, GN>(v), m, n, k);
+}
+int gemv_smem_bytes(const int* v) { return gemv_rules::smem_bytes(params<G, GN>(v)); }
+int gemv_register_estimate(const int* v) { return gemv_rules::register_estimate(params<G, GN>(v)); }
+long long gemv_walk(const int* const* values, const int* counts, long long* accepted) {
+  return walk<G, GN>(values, counts, accepted, [](const G& p) { return gemv_rules::violation(p); }, [](const G& p) {
+    return gemv_rules::threads(p) <= gemv_rules::MAX_THREADS && gemv_rules::smem_bytes(p) >= 0 &&
+           gemv_rules::groups_per_cta(p) * p.ksplit == p.warps;
   });
 }
 }

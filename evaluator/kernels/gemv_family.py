@@ -1,0 +1,74 @@
+"""The `gemv` family: C = A * B for M <= 4 as a matrix-vector product on the CUDA cores, one launch (template
+`gemv.cu`): warps stream rows of Bt with wide loads, several chunks in flight, and multiply every row of A with
+them in fp32; K ranges are split over KSPLIT warps and summed in shared memory.
+
+- Decode shapes (M = 1, large N and K) are bound by reading B once. On an H100 the probe of this kernel beat the
+  best library on all ten M = 1 shapes of bench/shapes-real.txt (1.20x offline, 1.06x server), where the
+  tensor-core families, which pad M to a 64- or 16-row tile, reached 1.02x / 0.93x
+  (experiments/2026-11-27-small-m-gemv). From M = 7 up the CUDA cores' issue rate loses to the tensor cores.
+- Its rules and resource formulas are written once, in gemv_rules.cuh: the template includes it and `check`
+  reads it through its host build (evaluator/kernels/rules.py).
+- `default_params` is the probe's most frequent winner: two rows of Bt per warp, eight warps, K in two ranges
+  (one where K is long), four chunks in flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hgemm.evaluator.kernels import rules
+from hgemm.evaluator.kernels.family import Params
+from hgemm.evaluator.kernels.inline import InliningFamily
+from hgemm.evaluator.kernels.mma_family import widest_kvec
+
+from hgemm.core.record import GpuInfo
+from hgemm.core.shape import Shape
+
+GEMV_SPACE: dict[str, tuple] = {
+    "MAXM": (1, 2, 4),  # rows of A the kernel is built for: the smallest that holds M
+    "ROWS": (1, 2, 4, 8),  # rows of Bt (columns of C) per warp
+    "WARPS": (4, 8, 16),
+    "KSPLIT": (1, 2, 4),  # warps sharing one group's K range
+    "UNROLL": (1, 2, 4, 8),  # 256-wide K chunks in flight per row
+    "KVEC": (1, 2, 8),  # halfs per global load along K: the widest K allows (mma_rules::widest_kvec)
+}
+MAX_M = 4
+LONG_K = 12288  # from here one K range per group was faster in the probe
+
+
+def maxm_for(m: int) -> int:
+    return next(v for v in GEMV_SPACE["MAXM"] if v >= m)
+
+
+def smem_bytes(p: Params) -> int:
+    """The K-split partials (static shared memory)."""
+    return rules.smem_bytes(p, "gemv")
+
+
+@dataclass
+class GemvFamily(InliningFamily):
+    name: str = "gemv"
+    template: str = "gemv.cu"
+    space: dict[str, tuple] = field(default_factory=lambda: dict(GEMV_SPACE))
+    description: str = (
+        "M <= 4 (decode): a matrix-vector product on the CUDA cores in one launch; warps stream rows of Bt with "
+        "wide loads and fp32 FMAs, K ranges summed in smem; any N and K"
+    )
+    tuning: tuple[str, ...] = ("UNROLL",)
+
+    def check(self, params: Params, shape: Shape, gpu: GpuInfo | None = None) -> str | None:
+        reason = super().check(params, shape, gpu)
+        if reason:
+            return reason
+        return rules.violation(params, "gemv") or rules.shape_violation(params, shape, "gemv")
+
+    def register_estimate(self, params: Params) -> int:
+        """The header's rough registers per thread (the analytic model's occupancy)."""
+        return rules.register_estimate(params, "gemv")
+
+    def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params | None:
+        M, _N, K = shape
+        if M > MAX_M:
+            return None
+        return {"MAXM": maxm_for(M), "ROWS": 2, "WARPS": 8, "KSPLIT": 1 if K >= LONG_K else 2, "UNROLL": 4,
+                "KVEC": widest_kvec(K)}  # fmt: skip
