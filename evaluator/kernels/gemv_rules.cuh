@@ -17,11 +17,11 @@ struct Params {
 constexpr int threads(const Params& p) { return 32 * p.warps; }
 constexpr int groups_per_cta(const Params& p) { return p.warps / p.ksplit; }  // output groups a CTA works on at once
 constexpr int outputs(const Params& p) { return p.maxm * p.rows; }            // outputs of one group
-// Rough registers per thread: the loads in flight (8 halfs: 4 registers for one 16-byte load; narrow loads
-// keep their addresses and halves too: 8 for 4-byte loads, 12 for 2-byte loads, as nvcc builds them), one
-// chunk's values of Bt and of A as floats, the sums, about 32 for addressing.
+// Rough registers per thread: the loads in flight, UNROLL chunks of each row of Bt and of A (8 halfs: 4 registers
+// for one 16-byte load; narrow loads keep their addresses and halves too: 8 for 4-byte loads, 12 for 2-byte
+// loads, as nvcc builds them), the sums, about 32 for addressing.
 constexpr int register_estimate(const Params& p) {
-  return (p.kvec == 8 ? 4 : p.kvec == 2 ? 8 : 12) * p.unroll * p.rows + 8 * p.rows + 8 + outputs(p) + 32;
+  return (p.kvec == 8 ? 4 : p.kvec == 2 ? 8 : 12) * p.unroll * (p.rows + p.maxm) + outputs(p) + 32;
 }
 constexpr int register_budget(const Params& p) {
   const int per_thread = 65536 / threads(p);
