@@ -9,7 +9,7 @@ them in fp32; K ranges are split over KSPLIT warps and summed in shared memory.
 - Its rules and resource formulas are written once, in gemv_rules.cuh: the template includes it and `check`
   reads it through its host build (evaluator/kernels/rules.py).
 - `default_params` is the probe's most frequent winner: two rows of Bt per warp, eight warps, K in two ranges
-  (one where K is long), four chunks in flight.
+  (one where K is long), four chunks in flight (fewer where narrow loads need the registers).
 """
 
 from __future__ import annotations
@@ -70,5 +70,8 @@ class GemvFamily(InliningFamily):
         M, _N, K = shape
         if M > MAX_M:
             return None
-        return {"MAXM": maxm_for(M), "ROWS": 2, "WARPS": 8, "KSPLIT": 1 if K >= LONG_K else 2, "UNROLL": 4,
-                "KVEC": widest_kvec(K)}  # fmt: skip
+        params = {"MAXM": maxm_for(M), "ROWS": 2, "WARPS": 8, "KSPLIT": 1 if K >= LONG_K else 2, "UNROLL": 4,
+                  "KVEC": widest_kvec(K)}  # fmt: skip
+        while params["UNROLL"] > 1 and rules.violation(params, "gemv") is not None:  # narrow loads take more registers
+            params["UNROLL"] //= 2
+        return params
