@@ -298,7 +298,9 @@ def _predict_gemv(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInf
     busiest = cdiv(grid, sms) * iters  # CTA-groups on the busiest SM
     sm_bytes = busiest * groups_per_cta * rows * K * 2.0
     loads = {8: 1, 2: 4}.get(kvec, 8)  # load instructions per 8 halfs of a row
-    per_8 = loads + 4 + M * 8 + M * (loads + 4) / rows  # per 8 K values of one row of Bt
+    # per 8 K values of one row of Bt: its loads; for each row of A, 8 FMAs and both operands' 8 conversions
+    # (the kernel converts at each multiply), and A's loads shared by the warp's ROWS rows
+    per_8 = loads + M * 16 + M * loads / rows
     issue_us = busiest * groups_per_cta * rows * cdiv(K, 8) * per_8 / (SM_THREAD_OPS * GEMV_ISSUE_SHARE) * 1e6
     steps = cdiv(cdiv(cdiv(K, 256), ksplit), unroll)
     latency_us = iters * steps * GEMV_STEP_US
