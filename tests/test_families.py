@@ -130,6 +130,10 @@ def test_default_tiles_follow_the_shape():
     assert (512 // sk["BM"]) * (128 // sk["BN"]) * sk["SPLIT_K"] >= 100  # about a wave of CTAs
     sm = get_family("small").default_params(Shape(256, 256, 512))
     assert sm["WARPS_K"] > 1  # long K relative to the tile: spread over warps
+    for m in (1, 7, 16):  # no taller than M needs (H100: 64-row tiles ran at 0.41-0.98x of 16-row ones' speed at M = 16)
+        decode = get_family("small").default_params(Shape(m, 6144, 4096))
+        assert decode["BM"] == 16 and decode["WARPS_K"] == 8, decode
+    assert get_family("small").default_params(Shape(33, 6144, 4096))["BM"] <= 48
 
 
 @pytest.mark.parametrize("name", OURS)

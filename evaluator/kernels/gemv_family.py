@@ -40,11 +40,6 @@ def maxm_for(m: int) -> int:
     return next(v for v in GEMV_SPACE["MAXM"] if v >= m)
 
 
-def smem_bytes(p: Params) -> int:
-    """The K-split partials (static shared memory)."""
-    return rules.smem_bytes(p, "gemv")
-
-
 @dataclass
 class GemvFamily(InliningFamily):
     name: str = "gemv"

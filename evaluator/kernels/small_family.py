@@ -5,8 +5,10 @@ WARPS_K warps of a CTA and summed through shared memory.
 - Its rules and resource formulas (warp tiles, accumulators, threads, the register estimate, the reduction
   buffer, K alignment) are written once, in small_rules.cuh: the template includes it and `check` reads it
   through its host build (evaluator/kernels/rules.py).
-- `default_params` picks the largest tile that still gives about one CTA per SM, then enough K warps that each
-  warp walks at most four 32-wide K chunks.
+- `default_params` picks the largest tile no taller than M needs that still gives about one CTA per SM, then
+  enough K warps that each warp walks at most four 32-wide K chunks. (At M = 16 the 64-row tiles it took before ran
+  at 0.41-0.98x of the library on shapes-real's M = 16 layers, 16x32 tiles with eight K warps at 0.72-1.10x: H100,
+  experiments/2026-11-27-small-deep.)
 """
 
 from __future__ import annotations
@@ -80,10 +82,9 @@ class SmallFamily(InliningFamily):
     def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params:
         M, N, K = shape
         target = sm_count(gpu)
-        bm, bn, wm, wn = next(
-            (t for t in TILES if cdiv(M, t[0]) * cdiv(N, t[1]) >= target // 2),
-            TILES[-1],
-        )
+        tall = max(16, cdiv(M, 16) * 16)  # no taller than M needs: rows past M cost fragments and mma work
+        tiles = [t for t in TILES if t[0] <= tall]
+        bm, bn, wm, wn = next((t for t in tiles if cdiv(M, t[0]) * cdiv(N, t[1]) >= target // 2), tiles[-1])
         chunks_per_warp = cdiv(cdiv(K, 32), 4)
         warps_k = next((w for w in SMALL_SPACE["WARPS_K"] if w >= chunks_per_warp), 8)
         params = {"BM": bm, "BN": bn, "WARPS_M": wm, "WARPS_N": wn, "WARPS_K": warps_k, "KVEC": widest_kvec(K)}
