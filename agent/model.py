@@ -46,6 +46,12 @@ MEMORY_LATENCY_US = 0.7
 # (0.69 us each in the cluster probe of 2026-11-22): the median excess of single-wave DSMEM splits over the
 # model without this term.
 DSMEM_REDUCE_US = 0.9
+# A `small` (direct) warp keeps one chunk of loads ahead, so each of its K chunks waits out a load's latency: from
+# DRAM the full MEMORY_LATENCY_US (H100, M = 16 layers: 64, 32 and 16 chunks per warp took 45.8, 27.8 and 22.2 us at
+# 16x6144x4096), from the L2 about half of it. On the H100 grid100 archive and the decode shapes' records, this
+# took the rank correlation of the family's configurations per shape from 0.54 to 0.80 (median over 53 shapes),
+# with the all-family ranking unchanged (experiments/2026-11-27-small-deep, NOTES item 81).
+DIRECT_L2_LATENCY_SHARE = 0.5
 # A thread-block cluster runs inside one GPC. SMs per GPC of the 132-SM Hopper parts: a layout that fits the
 # measured residency of DSMEM split-K clusters (it holds 30 clusters of 4 CTAs, 14 of 8, 66 of 2): 128 CTAs
 # in clusters of 4 or 8 take about twice as long as 112 or fewer.
@@ -408,9 +414,11 @@ def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> 
         kernels = 2
     dram_us = dram / peaks.hbm_bps * 1e6
 
-    latency_us = 0.0  # a TMA producer keeps the whole ring in flight, a warp of `small` its own loads
-    if not tile.wgmma and not tile.direct:
+    latency_us = 0.0  # a TMA producer keeps the whole ring in flight
+    if not tile.wgmma:  # cp.async stages, or a direct warp's one chunk ahead: a k-block waits out the load latency
         latency_us = rounds * k_iters * MEMORY_LATENCY_US / max(1, tile.stages - 1)
+        if tile.direct and operands <= gpu.l2_bytes * 0.5:
+            latency_us *= DIRECT_L2_LATENCY_SHARE
     p = 3.0
     body = ((compute_us + fixed_us) ** p + l2_us**p + dram_us**p + latency_us**p) ** (1.0 / p)
     us = body + KERNEL_LAUNCH_US + (kernels - 1) * EXTRA_KERNEL_US

@@ -303,3 +303,19 @@ MEASURED_H100 = [
 def test_measured_orders_on_the_h100(shape, fast, fast_family, slow, slow_family):
     fast_us = predict_us(FAMILIES[fast_family], fast, Shape(*shape), H100)
     assert fast_us < predict_us(FAMILIES[slow_family], slow, Shape(*shape), H100)
+
+
+def test_a_direct_warp_waits_out_the_load_latency_of_each_chunk():
+    """The small family at 16x6144x4096 on an H100 (experiments/2026-11-27-small-deep): 16x32 tiles took 22.2 us with
+    eight K warps, 27.8 us with four, 16x64 tiles with two 45.8 us; the 64x64 default 35.5 us."""
+    small, shape = FAMILIES["small"], Shape(16, 6144, 4096)
+    base = {"BM": 16, "BN": 32, "WARPS_M": 1, "WARPS_N": 2, "KVEC": 8}
+    eight = predict(small, {**base, "WARPS_K": 8}, shape, H100)
+    four = predict(small, {**base, "WARPS_K": 4}, shape, H100)
+    two = predict(small, {**base, "BN": 64, "WARPS_K": 2}, shape, H100)
+    tall = predict(small, {"BM": 64, "BN": 64, "WARPS_M": 2, "WARPS_N": 2, "WARPS_K": 4, "KVEC": 8}, shape, H100)
+    assert eight.us < four.us < tall.us < two.us
+    assert two.latency_us == pytest.approx(64 * MEMORY_LATENCY_US)  # 128 chunks of 32, two warps: 64 each
+    # with the operands in the L2 a chunk waits about half as long
+    near = Shape(16, 1024, 4096)
+    assert predict(small, {**base, "WARPS_K": 8}, near, H100).latency_us == pytest.approx(16 * MEMORY_LATENCY_US * 0.5)
