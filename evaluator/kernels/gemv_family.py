@@ -2,10 +2,11 @@
 `gemv.cu`): warps stream rows of Bt with wide loads, several chunks in flight, and multiply every row of A with
 them in fp32; K ranges are split over KSPLIT warps and summed in shared memory.
 
-- Decode shapes (M = 1, large N and K) are bound by reading B once. On an H100 the probe of this kernel beat the
-  best library on all ten M = 1 shapes of bench/shapes-real.txt (1.20x offline, 1.06x server), where the
-  tensor-core families, which pad M to a 64- or 16-row tile, reached 1.02x / 0.93x
-  (experiments/2026-11-27-small-m-gemv). From M = 7 up the CUDA cores' issue rate loses to the tensor cores.
+- Decode shapes (M = 1, large N and K) are bound by reading B once. On an H100, searched at 8 evaluations per shape,
+  it won all ten M = 1 shapes of bench/shapes-real.txt in both modes (1.19x offline, 1.06x server against the
+  best library), where the tensor-core families, which pad M to a 64- or 16-row tile, had reached 1.03x / 0.95x
+  (experiments/2026-11-27-small-m-gemv, experiments/2026-11-27-gemv-family). At M = 2-4 its multiply (both operands
+  converted at each product) makes it issue-bound: it won 2x4096x4096 offline, and the tensor cores the rest.
 - Its rules and resource formulas are written once, in gemv_rules.cuh: the template includes it and `check`
   reads it through its host build (evaluator/kernels/rules.py).
 - `default_params` is the probe's most frequent winner: two rows of Bt per warp, eight warps, K in two ranges
