@@ -64,3 +64,20 @@ def test_the_cost_benchmark_reports_medians_per_stage_and_shape(tmp_path, monkey
     assert "| **GPU worker** | 0.5000 | 0.5000 |" in text and "| 256x4096x1024 |" in text
     assert "- not accepted: small 256x4096x1024 full: unsupported_shape" in text
     assert text.index("runner_wait") < text.index("time_baselines") < text.index("worker, in no phase")
+
+
+def test_a_family_whose_default_does_not_take_a_shape_is_left_out_there(tmp_path, monkeypatch):
+    """gemv takes M <= 4 only: on a larger shape the benchmark times the other families and plans no call for it."""
+
+    def compiled(sources):
+        return [CompileResult("f" * 16, True, "/x.so", "", seconds=3.0, compile_seconds=2.5) for _ in sources]
+
+    monkeypatch.setattr(eval_cost, "compile_sources", compiled)
+    monkeypatch.setattr(eval_cost, "LocalEvaluator", PhasedEvaluator)
+    eval_cost.main(["--out", str(tmp_path), "--shapes", "1x4096x4096,128x128x128", "--repeats", "1",
+                    "--stages", "quick", "--families", "gemv,small"])  # fmt: skip
+    doc = json.loads(next(tmp_path.glob("eval-cost-H100-*.json")).read_text())
+    assert doc["calls"] == doc["planned"] == 3  # gemv and small at M = 1, small alone at M = 128
+    assert sorted((r["family"], r["shape"]) for r in doc["rows"]) == [
+        ("gemv", "1x4096x4096"), ("small", "128x128x128"), ("small", "1x4096x4096")]
+    assert [r["family"] for r in doc["first_calls"]] == ["gemv", "small"]
