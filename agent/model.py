@@ -274,11 +274,10 @@ class Prediction:
 # The gemv family (CUDA cores, no tiles): the share of the HBM rate its stream of Bt reaches (2.75-2.92 TB/s of
 # 3.35 on the H100's M = 1 shapes of 58-136 MB, experiments/2026-11-27-small-m-gemv), the thread instructions
 # one SM issues per second (4 schedulers x 32 lanes x ~1.7 GHz) and the share of that a loop of loads,
-# conversions and FMAs keeps, and the time one loop step (UNROLL chunks of loads in flight) takes at least.
+# conversions and FMAs keeps. One loop step (UNROLL chunks of loads in flight) takes at least MEMORY_LATENCY_US.
 GEMV_HBM_SHARE = 0.87
 SM_THREAD_OPS = 128 * 1.7e9
 GEMV_ISSUE_SHARE = 0.6
-GEMV_STEP_US = 0.7
 
 
 def _predict_gemv(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> Prediction:
@@ -309,7 +308,7 @@ def _predict_gemv(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInf
     per_8 = loads + M * 16 + M * loads / rows
     issue_us = busiest * groups_per_cta * rows * cdiv(K, 8) * per_8 / (SM_THREAD_OPS * GEMV_ISSUE_SHARE) * 1e6
     steps = cdiv(cdiv(cdiv(K, 256), ksplit), unroll)
-    latency_us = iters * steps * GEMV_STEP_US
+    latency_us = iters * steps * MEMORY_LATENCY_US
     l2_us = sm_bytes / (peaks.l2_bps / sms) * 1e6
     dram = (N * K + M * K + M * N) * 2.0
     dram_us = dram / (peaks.hbm_bps * GEMV_HBM_SHARE) * 1e6
@@ -333,12 +332,12 @@ def _predict_gemv(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInf
 def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> Prediction:
     """The model's estimate with its parts, for explanation and tests."""
     M, N, K = shape
-    if (family if isinstance(family, str) else family.name).lower().startswith("gemv"):
-        return _predict_gemv(None if isinstance(family, str) else family, params, shape, gpu)
-    if int(param(params, "swap_ab", 0)):  # the kernel computes C transposed: its M is C's N
-        M, N = N, M
     name = family if isinstance(family, str) else family.name
     fam = None if isinstance(family, str) else family
+    if name.lower().startswith("gemv"):
+        return _predict_gemv(fam, params, shape, gpu)
+    if int(param(params, "swap_ab", 0)):  # the kernel computes C transposed: its M is C's N
+        M, N = N, M
     peaks = gpu_peaks(gpu)
     eff = family_efficiency(name, gpu)
     tile = tile_of(name, params, fam)

@@ -33,12 +33,7 @@ GEMV_SPACE: dict[str, tuple] = {
     "UNROLL": (1, 2, 4, 8),  # 256-wide K chunks in flight per row
     "KVEC": (1, 2, 8),  # halfs per global load along K: the widest K allows (mma_rules::widest_kvec)
 }
-MAX_M = 4
 LONG_K = 12288  # from here one K range per group was faster in the probe
-
-
-def maxm_for(m: int) -> int:
-    return next(v for v in GEMV_SPACE["MAXM"] if v >= m)
 
 
 @dataclass
@@ -63,11 +58,13 @@ class GemvFamily(InliningFamily):
         return rules.register_estimate(params, "gemv")
 
     def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params | None:
-        M, _N, K = shape
-        if M > MAX_M:
+        K = shape.K
+        base = {"ROWS": 2, "WARPS": 8, "KSPLIT": 1 if K >= LONG_K else 2, "UNROLL": 4, "KVEC": widest_kvec(K)}
+        # MAXM: the first the header's shape rule accepts (the smallest that holds M); none from M = 5
+        maxm = [v for v in GEMV_SPACE["MAXM"] if rules.shape_violation({**base, "MAXM": v}, shape, "gemv") is None]
+        if not maxm:
             return None
-        params = {"MAXM": maxm_for(M), "ROWS": 2, "WARPS": 8, "KSPLIT": 1 if K >= LONG_K else 2, "UNROLL": 4,
-                  "KVEC": widest_kvec(K)}  # fmt: skip
+        params = {"MAXM": maxm[0], **base}
         while params["UNROLL"] > 1 and rules.violation(params, "gemv") is not None:  # narrow loads take more registers
             params["UNROLL"] //= 2
         return params
