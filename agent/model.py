@@ -274,10 +274,13 @@ class Prediction:
 # The gemv family (CUDA cores, no tiles): the share of the HBM rate its stream of Bt reaches (2.75-2.92 TB/s of
 # 3.35 on the H100's M = 1 shapes of 58-136 MB, experiments/2026-11-27-small-m-gemv), the thread instructions
 # one SM issues per second (4 schedulers x 32 lanes x ~1.7 GHz) and the share of that a loop of loads,
-# conversions and FMAs keeps. One loop step (UNROLL chunks of loads in flight) takes at least MEMORY_LATENCY_US.
+# conversions and FMAs keeps (0.6 when the count had both operands converted at each product; scaled to the
+# count of the kernel that converts each once, 21.5 instead of 17.5 per 8 values at M = 1 with two rows, so
+# that M = 1 predictions stay where they were). One loop step (UNROLL chunks of loads in flight) takes at least
+# MEMORY_LATENCY_US.
 GEMV_HBM_SHARE = 0.87
 SM_THREAD_OPS = 128 * 1.7e9
-GEMV_ISSUE_SHARE = 0.6
+GEMV_ISSUE_SHARE = 0.74
 
 
 def _predict_gemv(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> Prediction:
@@ -303,9 +306,9 @@ def _predict_gemv(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInf
     busiest = cdiv(grid, sms) * iters  # CTA-groups on the busiest SM
     sm_bytes = busiest * groups_per_cta * rows * K * 2.0
     loads = {8: 1, 2: 4}.get(kvec, 8)  # load instructions per 8 halfs of a row
-    # per 8 K values of one row of Bt: its loads; for each row of A, 8 FMAs and both operands' 8 conversions
-    # (the kernel converts at each multiply), and A's loads shared by the warp's ROWS rows
-    per_8 = loads + M * 16 + M * loads / rows
+    # per 8 K values of one row of Bt: its loads and 8 conversions; for each row of A, 8 FMAs, and A's loads and
+    # 8 conversions shared by the warp's ROWS rows
+    per_8 = loads + 8 + M * 8 + M * (loads + 8) / rows
     issue_us = busiest * groups_per_cta * rows * cdiv(K, 8) * per_8 / (SM_THREAD_OPS * GEMV_ISSUE_SHARE) * 1e6
     steps = cdiv(cdiv(cdiv(K, 256), ksplit), unroll)
     latency_us = iters * steps * MEMORY_LATENCY_US

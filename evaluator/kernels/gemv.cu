@@ -3,12 +3,14 @@
 //
 // Reads A and Bt (both K-major). A warp owns ROWS rows of Bt (an output group: ROWS columns of C for each row
 // of A) and one of KSPLIT contiguous ranges of K chunks; lane l reads the 8 K values [256c + 8l, 256c + 8l + 8)
-// of chunk c for each of its rows, UNROLL chunks in flight, and multiplies them with the same 8 values of every
-// row of A (M <= MAXM; A comes from L1/L2), converting both to fp32 at each multiply. (Converting each once per
-// chunk instead was 15% slower at 1x6144x4096 on an H100: 20.8 us against 18.0.) Lanes are summed with
-// shuffles, the KSPLIT warps of a group through shared memory. CTAs stride over the output groups, so a grid of
-// the occupancy's CTAs per SM at most covers any N. K % 8 == 0 gives 16-byte loads (KVEC 8); otherwise each
-// 8-value run is read 4 or 2 bytes at a time (KVEC 2 or 1); values past K load as zeros.
+// of chunk c. One loop step issues every load first, UNROLL chunks of each of its rows of Bt and then of each row
+// of A (M <= MAXM; A comes from L1/L2); then, chunk by chunk, each row of Bt and each row of A is converted to
+// fp32 once and every pair is multiplied (8 FMAs per pair and 8 values). Converting both operands at each
+// multiply instead, as this family's first kernel did, cost 8 more conversions per pair: equal at M = 1, 1.4-3x
+// slower at M = 2-4 on an H200 (experiments/2026-11-27-gemv-mid-m). Lanes are summed with shuffles, the KSPLIT
+// warps of a group through shared memory. CTAs stride over the output groups, so a grid of the occupancy's CTAs
+// per SM at most covers any N. K % 8 == 0 gives 16-byte loads (KVEC 8); otherwise each 8-value run is read 4 or
+// 2 bytes at a time (KVEC 2 or 1); values past K load as zeros.
 //
 // Parameters (#define HG_*): MAXM, ROWS, WARPS, KSPLIT, UNROLL, KVEC.
 #include "mma_common.cuh"
@@ -34,22 +36,17 @@ HG_DEVICE uint4 load8(const __half* row, int k, int K, bool valid) {
     }
 }
 
-HG_DEVICE float2 halves(uint32_t w) {
-    __half2 h;
-    memcpy(&h, &w, 4);
-    return __half22float2(h);
-}
-
-// acc + the dot product of eight halfs of A with eight halfs of Bt, in fp32.
-HG_DEVICE float dot8(float acc, const uint4& a, const uint4& b) {
-    const uint32_t wa[4] = {a.x, a.y, a.z, a.w}, wb[4] = {b.x, b.y, b.z, b.w};
+// The eight halfs of v as floats.
+HG_DEVICE void to_floats(float (&f)[8], const uint4& v) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const float2 fa = halves(wa[i]), fb = halves(wb[i]);
-        acc = fmaf(fa.x, fb.x, acc);
-        acc = fmaf(fa.y, fb.y, acc);
+        __half2 h;
+        memcpy(&h, &w[i], 4);
+        const float2 x = __half22float2(h);
+        f[2 * i] = x.x;
+        f[2 * i + 1] = x.y;
     }
-    return acc;
 }
 
 __global__ void __launch_bounds__(THREADS, 1)
@@ -73,7 +70,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int r = 0; r < ROWS; ++r) acc[m][r] = 0.0f;
 
         for (int c = c_begin; c < c_end; c += UNROLL) {
-            uint4 b[UNROLL][ROWS];
+            uint4 b[UNROLL][ROWS], a[UNROLL][MAXM];
             int koff[UNROLL];  // this lane's first K value in chunk c + u, or -1 past this warp's range or K
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
@@ -86,13 +83,24 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
             }
 #pragma unroll
+            for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+                for (int m = 0; m < MAXM; ++m)
+                    a[u][m] = load8(A + (size_t)(m < M ? m : 0) * K, max(koff[u], 0), K, koff[u] >= 0 && m < M);
+#pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
+                float bf[ROWS][8];
+#pragma unroll
+                for (int r = 0; r < ROWS; ++r) to_floats(bf[r], b[u][r]);
 #pragma unroll
                 for (int m = 0; m < MAXM; ++m) {
                     if (m < M) {
-                        const uint4 a = load8(A + (size_t)m * K, max(koff[u], 0), K, koff[u] >= 0);
+                        float af[8];
+                        to_floats(af, a[u][m]);
 #pragma unroll
-                        for (int r = 0; r < ROWS; ++r) acc[m][r] = dot8(acc[m][r], a, b[u][r]);
+                        for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                            for (int i = 0; i < 8; ++i) acc[m][r] = fmaf(af[i], bf[r][i], acc[m][r]);
                     }
                 }
             }

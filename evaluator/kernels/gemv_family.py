@@ -5,12 +5,17 @@ them in fp32; K ranges are split over KSPLIT warps and summed in shared memory.
 - Decode shapes (M = 1, large N and K) are bound by reading B once. On an H100, searched at 8 evaluations per shape,
   it won all ten M = 1 shapes of bench/shapes-real.txt in both modes (1.19x offline, 1.06x server against the
   best library), where the tensor-core families, which pad M to a 64- or 16-row tile, had reached 1.03x / 0.95x
-  (experiments/2026-11-27-small-m-gemv, experiments/2026-11-27-gemv-family). At M = 2-4 its multiply (both operands
-  converted at each product) makes it issue-bound: it won 2x4096x4096 offline, and the tensor cores the rest.
+  (experiments/2026-11-27-small-m-gemv, experiments/2026-11-27-gemv-family).
+- At M = 2-4 each row of Bt and of A is converted to fp32 once per chunk (the first kernel converted both at each
+  product, and was issue-bound there). On an H200 that made the kernel 1.4-3.2x faster at M = 2-4: 2x4096x4096
+  1.45x / 1.13x of the best library, 2x8192x3584 1.02x / 1.00x, M = 3-4 0.76-0.91x offline
+  (experiments/2026-11-27-gemv-mid-m).
 - Its rules and resource formulas are written once, in gemv_rules.cuh: the template includes it and `check`
   reads it through its host build (evaluator/kernels/rules.py).
-- `default_params` is the probe's most frequent winner: two rows of Bt per warp, eight warps, K in two ranges
-  (one where K is long), four chunks in flight (fewer where narrow loads need the registers).
+- `default_params` is the probes' most frequent winner: at M = 1 two rows of Bt per warp, eight warps, K in two
+  ranges (one where K is long), four chunks in flight (fewer where narrow loads need the registers); from M = 2
+  four rows of Bt per warp, K in two ranges, one chunk in flight (the best geomean of six variants over five
+  M = 2-4 shapes).
 """
 
 from __future__ import annotations
@@ -58,8 +63,11 @@ class GemvFamily(InliningFamily):
         return rules.register_estimate(params, "gemv")
 
     def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params | None:
-        K = shape.K
-        base = {"ROWS": 2, "WARPS": 8, "KSPLIT": 1 if K >= LONG_K else 2, "UNROLL": 4, "KVEC": widest_kvec(K)}
+        M, K = shape.M, shape.K
+        if M == 1:
+            base = {"ROWS": 2, "WARPS": 8, "KSPLIT": 1 if K >= LONG_K else 2, "UNROLL": 4, "KVEC": widest_kvec(K)}
+        else:  # several rows of A: four rows of Bt per warp share each of A's loads and conversions
+            base = {"ROWS": 4, "WARPS": 8, "KSPLIT": 2, "UNROLL": 1, "KVEC": widest_kvec(K)}
         # MAXM: the first the header's shape rule accepts (the smallest that holds M); none from M = 5
         maxm = [v for v in GEMV_SPACE["MAXM"] if rules.shape_violation({**base, "MAXM": v}, shape, "gemv") is None]
         if not maxm:

@@ -1,5 +1,5 @@
 """The gemv kernel for M = 2-8 with each operand converted once per chunk and all loads of a step issued first
-(prepared 2026-11-27, not yet run).
+(ran 2026-11-27 on an H200: gpu-h200/, README "Result").
 
 At M = 2-4 the gemv family (which converts both operands at every multiply: 16 instructions per element of B and
 row of A) won only 2x4096x4096 offline; from M = 3 the tensor-core kernels keep the shapes at 0.87-0.98x of the best
