@@ -121,7 +121,7 @@ def test_the_model_reads_b_once_at_the_measured_share_of_the_hbm_rate():
     assert pred.dram_us == pytest.approx(floor, rel=0.01)
     assert floor + KERNEL_LAUNCH_US <= pred.us < 1.1 * floor + KERNEL_LAUNCH_US
     # four rows of A with the same kernel shape: the same bytes of B, four times the FMAs, but B's loads and
-    # conversions once (8 + 8 + 9/4 instructions per 8 values and row of Bt against 8 + 32 + 9)
+    # conversions once (1 + 8 + 8 + 9/4 instructions per 8 values and row of Bt against 1 + 8 + 32 + 9)
     four = Shape(4, 4096, 14336)
     p4 = FAM.default_params(four)
     ratio = predict(FAM, p4, four, H100).compute_us / predict(FAM, {**p4, "MAXM": 1}, s, H100).compute_us

@@ -6,7 +6,7 @@
 // of chunk c. One loop step issues every load first, UNROLL chunks of each of its rows of Bt and then of each row
 // of A (M <= MAXM; A comes from L1/L2); then, chunk by chunk, each row of Bt and each row of A is converted to
 // fp32 once and every pair is multiplied (8 FMAs per pair and 8 values). Converting both operands at each
-// multiply instead, as this family's first kernel did, cost 8 more conversions per pair: equal at M = 1, 1.4-3x
+// multiply instead, as this family's first kernel did, cost 8 more conversions per pair: equal at M = 1, 1.4-3.2x
 // slower at M = 2-4 on an H200 (experiments/2026-11-27-gemv-mid-m). Lanes are summed with shuffles, the KSPLIT
 // warps of a group through shared memory. CTAs stride over the output groups, so a grid of the occupancy's CTAs
 // per SM at most covers any N. K % 8 == 0 gives 16-byte loads (KVEC 8); otherwise each 8-value run is read 4 or

@@ -20,7 +20,8 @@ constexpr int outputs(const Params& p) { return p.maxm * p.rows; }            //
 // Rough registers per thread: the loads in flight, UNROLL chunks of each row of Bt and of A (8 halfs: 4 registers
 // for one 16-byte load; narrow loads keep their addresses and halves too: 8 for 4-byte loads, 12 for 2-byte
 // loads, as nvcc builds them), one chunk of each row of Bt as floats, the sums, about 24 for addressing. Against
-// nvcc 13's sm_90a builds with eight warps: 32-216 registers where this says 46-188, within 20% but for UNROLL 8.
+// nvcc 13's sm_90a builds of 44 eight-warp points (MAXM 1, 2, 4; KVEC 8, 2, 1): 0.80-1.69x the registers they use
+// (median 1.21x), below them (0.80-0.95x) only on points with 8 or more chunks of Bt in flight (ROWS x UNROLL).
 constexpr int register_estimate(const Params& p) {
   return (p.kvec == 8 ? 4 : p.kvec == 2 ? 8 : 12) * p.unroll * (p.rows + p.maxm) + 8 * p.rows + outputs(p) + 24;
 }
