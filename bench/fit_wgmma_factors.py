@@ -110,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
 
     by_shape = group(rows)
     shapes = sorted(s for s, v in by_shape.items() if len(v) >= 4)
+    if len(shapes) < 2:
+        print(f"{len(rows)} measured wgmma times, {len(shapes)} shapes with at least 4 configurations: too few to fit"
+              + (f" (--holdout-since {args.holdout_since} leaves {len(held)} times out)" if held else ""),
+              file=sys.stderr)  # fmt: skip
+        return 2
 
     def fit(train: list) -> np.ndarray:
         xs, ys = [], []
@@ -133,9 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     after = [judge(s, fit([t for t in shapes if t != s])) for s in shapes]
 
     def line(v) -> str:
-        rho = statistics.median(a for a, _ in v if a is not None)
+        rhos = [a for a, _ in v if a is not None]
+        rho = f"{statistics.median(rhos):.2f}" if rhos else "-"
         regret = math.exp(sum(math.log(b) for _, b in v) / len(v))
-        return f"median Spearman {rho:.2f}, first choice / best {regret:.3f} (geomean), worst {max(b for _, b in v):.2f}"
+        return f"median Spearman {rho}, first choice / best {regret:.3f} (geomean), worst {max(b for _, b in v):.2f}"
 
     print(f"{len(rows)} measured wgmma times, {len(shapes)} shapes with at least 4 configurations")
     print(f"model alone:                {line(before)}")

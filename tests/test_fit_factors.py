@@ -81,3 +81,11 @@ def test_nothing_to_fit_is_refused(capsys):
         fit.main(["--gpu-name", H100])
     assert exc.value.code == 2
     assert "nothing to fit" in capsys.readouterr().err
+
+
+def test_a_holdout_that_leaves_too_few_shapes_to_fit_says_so(capsys, seed_today):
+    """Every current record measured after the cut: nothing left to fit, a one-line error and exit 2."""
+    assert fit.main(["--gpu-name", H100, "--sweeps", "--archive", str(seed_today), "--current",
+                     "--holdout-since", "2000-01-01"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "too few to fit" in err and "--holdout-since 2000-01-01 leaves" in err
