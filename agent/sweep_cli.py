@@ -48,6 +48,10 @@ def record_time(text: str | None) -> str | None:
         raise BadInput(f"--measured-after {text!r}: not a date or time (write 2026-11-26 or 2026-11-26T09:30)") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
+    now = datetime.now(UTC)
+    if when > now:  # no record of this run would count, and a rerun would resume nothing
+        raise BadInput(f"--measured-after {text!r} is after now ({now.isoformat(timespec='seconds')}): no record "
+                       "measured by this run would count; give a time before the run starts")  # fmt: skip
     return when.astimezone(UTC).isoformat(timespec="seconds")
 
 

@@ -434,6 +434,9 @@ def test_measured_after_is_read_as_utc_and_bad_input_is_refused():
     assert record_time(None) is None
     with pytest.raises(BadInput, match="not a date"):
         record_time("yesterday")
+    # a time still to come: no record of the run would count, and a rerun would resume nothing
+    with pytest.raises(BadInput, match="is after now"):
+        record_time("2999-01-01T00:00")
 
 
 class FailsOn(StandinEvaluator):

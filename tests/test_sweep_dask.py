@@ -245,6 +245,7 @@ def test_bad_shape_files_are_one_line_errors_with_line_numbers(tmp_path, text, m
         (["--grid", "full", "--gpus", "0", "--scheduler", "tcp://127.0.0.1:1"], "not both"),
         (["--grid", "full", "--objective", "fast"], "objective"),
         (["--grid", "full", "--measured-after", "yesterday"], "--measured-after 'yesterday': not a date"),
+        (["--grid", "full", "--measured-after", "2999-01-01"], "--measured-after '2999-01-01' is after now"),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, args, message):
