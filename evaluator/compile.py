@@ -11,12 +11,16 @@ cache. `compile_sources` returns one `CompileResult` per source, in order; `comp
 - The cache key is sha256 of (normalised source, flags, nvcc version, architectures, audit policy). Entries
   are built in a temporary directory and renamed into place: a crash never leaves a half-written entry.
   Builds, compiler errors and audit refusals are cached; timeouts are not.
+- One build per key at a time: a caller that misses the cache while another thread or process builds the
+  same key waits for that build (a lock file per key, `cache/locks/`) and takes it from the cache. Two GPU
+  workers given the same candidate at once each ran nvcc on it before.
 - A missing nvcc raises `NoCompiler`; nothing else raises for a bad candidate.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -26,7 +30,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -309,6 +315,30 @@ def _run_nvcc(cmd: list[str], cwd: str, timeout_s: float) -> tuple[int | None, s
     return sandbox.run(cmd, "compile", Path(cwd), timeout_s)
 
 
+@contextmanager
+def _build_lock(key: str, wait_s: float) -> Iterator[None]:
+    """Hold the build lock of `key` (an exclusive flock on `cache/locks/<key>`; each call opens the file itself,
+    so threads of one process exclude each other too). After `wait_s` without it the caller builds anyway: a
+    holder that hangs outside nvcc's own time limit delays a build, never stops it."""
+    locks = state_dir("cache") / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    fd = os.open(locks / key, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.utime(fd)  # its last use, for the sweep of old lock files
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # closing the file releases the lock
+
+
 def _compile_checked(
     source: str,
     archs: tuple[str, ...],
@@ -318,7 +348,6 @@ def _compile_checked(
     check: bool = True,
 ) -> CompileResult:
     start = time.perf_counter()
-    h = kernel_hash(source)
     text = normalize_source(source)
     nvcc = find_nvcc()
     audit.find_objdump()
@@ -326,10 +355,29 @@ def _compile_checked(
     key = cache_key(text, flags, nvcc_version(nvcc), archs)
     if use_cache:
         hit = _load_cached(key, source, check)
-        if hit is not None:
-            hit.seconds = time.perf_counter() - start
-            return hit
+        if hit is None:
+            with _build_lock(key, wait_s=2 * timeout_s + 30):
+                hit = _load_cached(key, source, check)  # built by whoever held the lock
+                if hit is None:
+                    return _build(source, flags, key, nvcc, timeout_s, use_cache, check, start)
+        hit.seconds = time.perf_counter() - start
+        return hit
+    return _build(source, flags, key, nvcc, timeout_s, use_cache, check, start)
 
+
+def _build(
+    source: str,
+    flags: list[str],
+    key: str,
+    nvcc: str,
+    timeout_s: float,
+    use_cache: bool,
+    check: bool,
+    start: float,
+) -> CompileResult:
+    """Run nvcc, the audit and the link in a build folder, and rename it into the cache as `key`'s entry."""
+    h = kernel_hash(source)
+    text = normalize_source(source)
     note = (
         "" if cutlass_include() else "note: CUTLASS/CuTe headers not found (nvidia-cutlass not installed)\n"
     )
@@ -426,12 +474,17 @@ def _compile_checked(
 
 
 def _sweep_stale_builds(max_age_s: float = 3600) -> None:
-    """Remove build directories left by a process that died mid-compile (never complete entries)."""
+    """Remove build directories left by a process that died mid-compile (never complete entries), and build
+    lock files not used for as long (a lock file is empty; a new one is made on demand)."""
     now = time.time()
-    for tmp in state_dir("cache").glob("tmp-*"):
+    root = state_dir("cache")
+    for tmp in [*root.glob("tmp-*"), *root.glob("locks/*")]:
         try:
             if now - tmp.stat().st_mtime > max_age_s:
-                shutil.rmtree(tmp, ignore_errors=True)
+                if tmp.is_dir():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    tmp.unlink()
         except OSError:
             pass
 

@@ -8,8 +8,11 @@ All test kernels are compiled once per session into one shared cache (conftest's
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
 import subprocess
+import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -113,6 +116,36 @@ def test_second_compile_is_a_cache_hit(hgemm_home):
     assert meta["ok"] and meta["resources"]["sm_80"]["shared_bytes"] == 256
     assert not list((hgemm_home / "cache").glob("tmp-*")), "a build directory was left behind"
     assert sorted(p.name for p in entry.iterdir()) == ["kernel.so", "meta.json"]  # no source or object
+
+
+def _compile_in_child(source: str) -> tuple[bool, bool]:
+    r = compile_source(source, archs=("sm_80",))
+    return r.ok, r.cached
+
+
+def test_one_build_per_source_when_callers_race(hgemm_home):
+    """Threads of one batch and separate processes given the same new source at once: nvcc runs once, the
+    others wait for that build and take it from the cache."""
+    threads = compile_sources([SMALL, SMALL, SMALL], archs=("sm_80",), jobs=3)
+    assert all(r.ok for r in threads) and sorted(r.cached for r in threads) == [False, True, True]
+    assert len({r.lib_path for r in threads}) == 1
+    other = SMALL.replace("s[64]", "s[96]")  # a second new source, for processes this time
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=ctx) as pool:
+        procs = list(pool.map(_compile_in_child, [other, other]))
+    assert all(ok for ok, _ in procs) and sorted(cached for _, cached in procs) == [False, True]
+
+
+def test_a_held_build_lock_delays_a_build_but_never_stops_it(hgemm_home):
+    from hgemm.evaluator.compile import _build_lock
+
+    with _build_lock("k" * 64, wait_s=60):
+        t0 = time.monotonic()
+        with _build_lock("k" * 64, wait_s=0.3):  # another holder: wait, then go on without it
+            waited = time.monotonic() - t0
+        with _build_lock("j" * 64, wait_s=60):  # another key: no wait
+            other = time.monotonic() - t0 - waited
+    assert 0.3 <= waited < 5 and other < 0.2
 
 
 def test_other_flags_miss_the_cache_and_broken_entries_are_rebuilt(hgemm_home):
