@@ -319,21 +319,26 @@ def _run_nvcc(cmd: list[str], cwd: str, timeout_s: float) -> tuple[int | None, s
 def _build_lock(key: str, wait_s: float) -> Iterator[None]:
     """Hold the build lock of `key` (an exclusive flock on `cache/locks/<key>`; each call opens the file itself,
     so threads of one process exclude each other too). After `wait_s` without it the caller builds anyway: a
-    holder that hangs outside nvcc's own time limit delays a build, never stops it."""
-    locks = state_dir("cache") / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    fd = os.open(locks / key, os.O_RDWR | os.O_CREAT, 0o600)
+    holder that hangs outside nvcc's own time limit delays a build, never stops it. Where the lock file cannot be
+    made or locked (a file system without locks), the caller builds without it, as before the lock existed."""
+    try:
+        locks = state_dir("cache") / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        fd = os.open(locks / key, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield
+        return
     try:
         os.utime(fd)  # its last use, for the sweep of old lock files
         deadline = time.monotonic() + wait_s
-        while True:
+        while time.monotonic() <= deadline:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    break
                 time.sleep(0.02)
+            except OSError:
+                break  # no locks here: build without one
         yield
     finally:
         os.close(fd)  # closing the file releases the lock

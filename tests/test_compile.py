@@ -148,6 +148,17 @@ def test_a_held_build_lock_delays_a_build_but_never_stops_it(hgemm_home):
     assert 0.3 <= waited < 5 and other < 0.2
 
 
+def test_a_cache_without_locks_still_builds(hgemm_home, monkeypatch):
+    import fcntl
+
+    def no_locks(fd, op):
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    r = compile_source(SMALL.replace("s[64]", "s[80]"), archs=("sm_80",))
+    assert r.ok and not r.cached
+
+
 def test_other_flags_miss_the_cache_and_broken_entries_are_rebuilt(hgemm_home):
     first = compile_source(SMALL, archs=("sm_80",))
     other = compile_source(SMALL, archs=("sm_80",), extra_flags=("-DHGEMM_VARIANT=1",))
