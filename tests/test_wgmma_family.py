@@ -200,6 +200,36 @@ def test_short_k_many_tiles_defaults_to_pingpong(shape):
 
 
 @pytest.mark.parametrize(
+    ("shape", "tile"),
+    [
+        ((1000, 4608, 3584), (128, 160, 1)),  # 232 tiles of 128x160 in two waves, 128x192 would need 2 of 192
+        ((1000, 14336, 4096), (128, 192, 1)),
+        ((1000, 3584, 14336), (128, 256, 0)),  # one wave of 128x256
+        ((4096, 1408, 2048), (128, 192, 1)),
+        ((12288, 4096, 512), (128, 192, 1)),  # as before: 128x192 where it needs no more columns of waves
+        ((4096, 4096, 4096), (128, 256, 0)),
+    ],
+)
+def test_paired_128_row_tiles_default_to_a_cluster(shape, tile):
+    """An even count of 128-row tiles: each pair a 2x1 cluster, whichever of 128x192, 128x256, 128x160 and
+    128x128 takes the least estimated time (H100, experiments/2026-11-27-m1000-tiles)."""
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert (p["bm"], p["bn"], p["pingpong"]) == tile and p["cluster_m"] == 2 and p["epi_panels"] == 2
+    assert FAMILY.check(p, Shape(*shape), H100) is None
+
+
+@pytest.mark.parametrize("shape", [(640, 8192, 4096), (1100, 4608, 3584)])
+def test_an_odd_count_of_128_row_tiles_stays_unclustered(shape):
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert p["cluster_m"] == 1 and FAMILY.check(p, Shape(*shape), H100) is None
+
+
+def test_no_paired_tile_wider_than_c():
+    p = FAMILY.default_params(Shape(12288, 64, 2048), H100)
+    assert p["bn"] <= 64
+
+
+@pytest.mark.parametrize(
     ("change", "needle"),
     [
         ({"split_k": 16}, "2 <= split_k <= 8"),

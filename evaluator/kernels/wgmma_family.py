@@ -51,6 +51,15 @@ OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0, "swa
 # relative to 128x256 with a 2x1 cluster (H200, experiments/NOTES.md).
 TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 0.43}
+# Where the 128-row tiles come in pairs (an even count), each pair a 2x1 cluster sharing its Bt tile: the
+# 128-row classes then, with the same measure of efficiency (H100, six shapes with M = 1000 and 4096, 21 tiles
+# each, experiments/2026-11-27-m1000-tiles: 128x192 and 128x160 ping-pong at 0.95-1.02 and 0.92-1.01 of
+# 128x256's rate, 128x128 ping-pong 0.85-0.93; unclustered, the 128-row tiles lost a median 15-24% wherever there was
+# more than one wave).
+# 128x192 first and at 128x256's rate: where it needs no more columns of waves, it is the one (H100: 3-7%
+# faster on five of six large shapes).
+PAIRED_CLASSES = ((128, 192, 1), (128, 256, 0), (128, 160, 1), (128, 128, 1))  # (bm, bn, ping-pong)
+PAIRED_EFFICIENCY = {(128, 192): 1.0, (128, 256): 1.0, (128, 160): 0.96, (128, 128): 0.90}
 
 
 # What the analytic model (agent/model.py) cannot see in this kernel, as multiplicative time factors per
@@ -254,17 +263,18 @@ class WgmmaFamily(Family):
         when TMA cannot take the shape (K or N not a multiple of 8). Tiles may overhang M and N: a partial tile
         costs as much as a whole one, which the estimate below counts.
 
-        - Enough 128x256 tiles for every SM (and M % 256 == 0): 128x256, two consumers, 2x1 cluster
-          with multicast Bt, TMA-store epilogue through the two-panel C ring (0.97-0.98x cuBLAS at
-          4096^3 and 8192x8192x4096); where 128x192 tiles need no more columns of waves (waves x tile
-          width) than 128x256, ping-pong 128x192 tiles (H100: 3-7% faster on five of six large shapes).
+        - The tile with the least estimated time: waves (ceil(tiles / #SMs)) x per-tile cost, cost = tile
+          area / measured relative efficiency. Where the 128-row tiles come in pairs (an even count), the
+          128-row classes are PAIRED_CLASSES, each pair a 2x1 cluster with multicast Bt and C through the
+          two-panel ring: 128x192 ping-pong where it needs no more columns of waves than 128x256 (H100: 3-7%
+          faster on five of six large shapes), 128x256 (0.97-0.98x cuBLAS at 4096^3 and 8192x8192x4096),
+          128x160 and 128x128 ping-pong (experiments/2026-11-27-m1000-tiles). Otherwise TILE_CLASSES,
+          unclustered (128x256: 1.0, 128x128: 0.8, 64x128: 0.55, 64x64: 0.43, from 4096^3 and
+          8192x8192x4096); 128-row tiles use two consumers, 64-row one.
         - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
         - One row of 64-row tiles (M <= 64), N 1024-8192, K 512-4096: `_one_row`.
         - Too few tiles for the SMs and a long K: `_few_tiles`; taller outputs 256 or more wide, the
           transposed product (`_tall_swapped`).
-        - Otherwise the tile with the least estimated time: waves (ceil(tiles / #SMs)) x per-tile cost,
-          cost = tile area / measured relative efficiency (128x256: 1.0, 128x128: 0.8, 64x128: 0.55,
-          64x64: 0.43, from 4096^3 and 8192x8192x4096); 128-row tiles use two consumers, 64-row one.
         """
         M, N, K = shape
         sms = gpu.sm_count if gpu is not None and gpu.sm_count else 132
@@ -273,25 +283,28 @@ class WgmmaFamily(Family):
         k_blocks = -(-K // BOX_K)
         base = {"group_m": 8, "persistent": 1, "epilogue": 1, "cluster_m": 1, "pingpong": 0, "split_k": 1,
                 "split_dsmem": 0, "epi_panels": 0}  # fmt: skip
+        paired = -(-M // 128) % 2 == 0
         fits = [(bm, bn, c, -(-M // bm) * -(-N // bn)) for bm, bn, c in TILE_CLASSES]
+        fits = [f for f in fits if not (paired and f[0] == 128)]
+        fits += [(128, bn, 2, -(-M // 128) * -(-N // bn)) for _, bn, _ in PAIRED_CLASSES
+                 if paired and bn <= 64 * -(-N // 64)]  # fmt: skip  (a tile wider than C multiplies zero fill)
 
         def est(fit: tuple[int, int, int, int]) -> float:
             bm, bn, _, tiles = fit
-            return -(-tiles // sms) * (bm * bn) / TILE_EFFICIENCY[(bm, bn)]
+            efficiency = PAIRED_EFFICIENCY if paired and bm == 128 else TILE_EFFICIENCY
+            return -(-tiles // sms) * (bm * bn) / efficiency[(bm, bn)]
 
         bm, bn, consumers, tiles = min(fits, key=est)
         params = {**base, "bm": bm, "bn": bn, "consumers": consumers}
-        if (bm, bn) == (128, 256):
-            # C through the two-panel ring leaves room for a 4-deep ring (3 with the whole tile staged);
-            # H100: 12288x256x16384 191 -> 181 us, 512x8192x2048 29.9 -> 27.8 us (experiments/NOTES.md).
+        if paired and bm == 128:
+            # The pair of tiles one 2x1 cluster (H100: 1000x4608x3584 77.7 -> 50.8 us with 128x160 ping-pong
+            # tiles, 4096x1408x2048 44.7 -> 36.3 us with 128x192; 128x192 tiles each consumer's own, as on
+            # 12288x4096x512 86.4 -> 80.8 us, 16384x16384x1024 761 -> 741 us; experiments/NOTES.md).
+            # C through the two-panel ring leaves room for a deeper ring (4 with 128x256 tiles, 3 with the
+            # whole tile staged); H100: 12288x256x16384 191 -> 181 us, 512x8192x2048 29.9 -> 27.8 us.
+            params.update(cluster_m=2, pingpong=dict((c[1], c[2]) for c in PAIRED_CLASSES)[bn], epi_panels=2)
+        elif (bm, bn) == (128, 256):
             params["epi_panels"] = 2
-            if M % 256 == 0:
-                params["cluster_m"] = 2
-                waves_192, waves_256 = -(-(-(-M // 128) * -(-N // 192)) // sms), -(-tiles // sms)
-                if waves_192 * 192 <= waves_256 * 256:
-                    # Each consumer its own 128x192 tile (H100: 12288x4096x512 86.4 -> 80.8 us,
-                    # 16384x16384x1024 761 -> 741 us; experiments/NOTES.md).
-                    params.update(bn=192, pingpong=1)
         if k_blocks <= 4 and -(-M // 128) * -(-N // 128) >= 2 * sms:
             # Short K, many tiles: the epilogue costs as much as the main loop, and ping-pong consumers
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).

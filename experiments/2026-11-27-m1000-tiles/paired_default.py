@@ -1,7 +1,7 @@
-"""The wgmma family's default before and after the paired-cluster rule (`paired-default.patch`, not applied), on
-every shape of the full grid and bench/shapes-real.txt whose default it changes (`changed-defaults.json`: shape ->
-the two configurations, as the family gives them without and with the patch; shapes-real's first, then the
-grid's, cheapest first). Both are rendered by the family as it
+"""The wgmma family's default before and after the paired-cluster rule (PAIRED_CLASSES in
+evaluator/kernels/wgmma_family.py), on every shape of the full grid and bench/shapes-real.txt whose default it
+changes (`changed-defaults.json`: shape -> the two configurations, as the family gave them without and with the
+rule; shapes-real's first, then the grid's, cheapest first). Both are rendered by the family as it
 is now; the evaluator checks every output; both modes, the libraries timed alongside. Results are written after
 each shape, so a time limit keeps what was measured.
 
