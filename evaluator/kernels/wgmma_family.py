@@ -298,7 +298,8 @@ class WgmmaFamily(Family):
         params = {**base, "bm": bm, "bn": bn, "consumers": consumers}
         if paired and bm == 128:
             # The pair of tiles one 2x1 cluster (H100: 1000x4608x3584 77.7 -> 50.8 us with 128x160 ping-pong
-            # tiles, 4096x1408x2048 44.7 -> 36.3 us with 128x192; 128x192 tiles each consumer's own, as on
+            # tiles, 4096x1408x2048 44.7 -> 36.3 us with 128x192, both timed with the warp producer, which the
+            # default leaves out in a cluster; 128x192 tiles each consumer's own, as on
             # 12288x4096x512 86.4 -> 80.8 us, 16384x16384x1024 761 -> 741 us; experiments/NOTES.md).
             # C through the two-panel ring leaves room for a deeper ring (4 with 128x256 tiles, 3 with the
             # whole tile staged); H100: 12288x256x16384 191 -> 181 us, 512x8192x2048 29.9 -> 27.8 us.
