@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 from hgemm.bench import check_wgmma
 
+from hgemm.core.shape import Shape
+
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
@@ -28,3 +30,17 @@ def test_all_configs_correct_on_small_shapes():
         (r["config"], r["M"], r["N"], r["K"], r["status"], r["message"]) for r in ran if r["status"] != "ok"
     ]
     assert not bad, bad
+
+
+def test_paired_cluster_defaults_correct_with_a_partial_last_row_of_tiles():
+    """The default's 2x1 clusters of 128-row tiles where M is not a multiple of 256 (1000 rows: eight tiles, the
+    last one 104 rows; 744: six, the last 104), with 128x160, 128x128 and 128x256 tiles."""
+    import torch
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma kernels need a compute capability 9.x GPU")
+    shapes = [(1000, 4608, 512), (1000, 2048, 256), (744, 4608, 256)]
+    defaults = [check_wgmma.FAMILY.default_params(Shape(*s)) for s in shapes]
+    assert [(p["bn"], p["cluster_m"]) for p in defaults] == [(160, 2), (128, 2), (256, 2)]
+    rows = check_wgmma.run_raw(shapes, names=[])
+    assert [(r["config"], r["status"]) for r in rows] == [("default", "ok")] * 3, rows
