@@ -364,14 +364,15 @@ def _compile_checked(
             with _build_lock(key, wait_s=2 * timeout_s + 30):
                 hit = _load_cached(key, source, check)  # built by whoever held the lock
                 if hit is None:
-                    return _build(source, flags, key, nvcc, timeout_s, use_cache, check, start)
+                    return _build(source, text, flags, key, nvcc, timeout_s, use_cache, check, start)
         hit.seconds = time.perf_counter() - start
         return hit
-    return _build(source, flags, key, nvcc, timeout_s, use_cache, check, start)
+    return _build(source, text, flags, key, nvcc, timeout_s, use_cache, check, start)
 
 
 def _build(
     source: str,
+    text: str,
     flags: list[str],
     key: str,
     nvcc: str,
@@ -380,9 +381,9 @@ def _build(
     check: bool,
     start: float,
 ) -> CompileResult:
-    """Run nvcc, the audit and the link in a build folder, and rename it into the cache as `key`'s entry."""
+    """Run nvcc, the audit and the link on `text` (the normalised `source`) in a build folder, and rename it into
+    the cache as `key`'s entry."""
     h = kernel_hash(source)
-    text = normalize_source(source)
     note = (
         "" if cutlass_include() else "note: CUTLASS/CuTe headers not found (nvidia-cutlass not installed)\n"
     )

@@ -42,12 +42,18 @@ class PhasedEvaluator:
         return [rec]
 
 
-def test_the_cost_benchmark_reports_medians_per_stage_and_shape(tmp_path, monkeypatch):
+def stand_in(monkeypatch) -> None:
+    """Every source compiles (3 s, 2.5 of them nvcc's) and PhasedEvaluator evaluates."""
+
     def compiled(sources):
         return [CompileResult("f" * 16, True, "/x.so", "", seconds=3.0, compile_seconds=2.5) for _ in sources]
 
     monkeypatch.setattr(eval_cost, "compile_sources", compiled)
     monkeypatch.setattr(eval_cost, "LocalEvaluator", PhasedEvaluator)
+
+
+def test_the_cost_benchmark_reports_medians_per_stage_and_shape(tmp_path, monkeypatch):
+    stand_in(monkeypatch)
     eval_cost.main(["--out", str(tmp_path), "--shapes", "128x128x128,256x4096x1024", "--repeats", "2",
                     "--families", "mma_ms,small"])  # fmt: skip
     (md,) = tmp_path.glob("eval-cost-H100-*.md")
@@ -69,11 +75,7 @@ def test_the_cost_benchmark_reports_medians_per_stage_and_shape(tmp_path, monkey
 def test_a_family_whose_default_does_not_take_a_shape_is_left_out_there(tmp_path, monkeypatch):
     """gemv takes M <= 4 only: on a larger shape the benchmark times the other families and plans no call for it."""
 
-    def compiled(sources):
-        return [CompileResult("f" * 16, True, "/x.so", "", seconds=3.0, compile_seconds=2.5) for _ in sources]
-
-    monkeypatch.setattr(eval_cost, "compile_sources", compiled)
-    monkeypatch.setattr(eval_cost, "LocalEvaluator", PhasedEvaluator)
+    stand_in(monkeypatch)
     eval_cost.main(["--out", str(tmp_path), "--shapes", "1x4096x4096,128x128x128", "--repeats", "1",
                     "--stages", "quick", "--families", "gemv,small"])  # fmt: skip
     doc = json.loads(next(tmp_path.glob("eval-cost-H100-*.json")).read_text())

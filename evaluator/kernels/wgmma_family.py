@@ -52,14 +52,12 @@ OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0, "swa
 TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 0.43}
 # Where the 128-row tiles come in pairs (an even count), each pair a 2x1 cluster sharing its Bt tile: the
-# 128-row classes then, with the same measure of efficiency (H100, six shapes with M = 1000 and 4096, 21 tiles
-# each, experiments/2026-11-27-m1000-tiles: 128x192 and 128x160 ping-pong at 0.95-1.02 and 0.92-1.01 of
-# 128x256's rate, 128x128 ping-pong 0.85-0.93; unclustered, the 128-row tiles lost a median 15-24% wherever there was
-# more than one wave).
-# 128x192 first and at 128x256's rate: where it needs no more columns of waves, it is the one (H100: 3-7%
-# faster on five of six large shapes).
-PAIRED_CLASSES = ((128, 192, 1), (128, 256, 0), (128, 160, 1), (128, 128, 1))  # (bm, bn, ping-pong)
-PAIRED_EFFICIENCY = {(128, 192): 1.0, (128, 256): 1.0, (128, 160): 0.96, (128, 128): 0.90}
+# 128-row classes then, by width: ping-pong or not, and efficiency on the same measure (H100, six shapes with
+# M = 1000 and 4096, 21 tiles each, experiments/2026-11-27-m1000-tiles: 128x192 and 128x160 ping-pong at
+# 0.95-1.02 and 0.92-1.01 of 128x256's rate, 128x128 ping-pong 0.85-0.93; unclustered, the 128-row tiles lost a
+# median 15-24% wherever there was more than one wave). 128x192 first and at 128x256's rate: where it needs no
+# more columns of waves, it is the one (H100: 3-7% faster on five of six large shapes).
+PAIRED_TILES = {192: (1, 1.0), 256: (0, 1.0), 160: (1, 0.96), 128: (1, 0.90)}  # bn -> (pingpong, efficiency)
 
 
 # What the analytic model (agent/model.py) cannot see in this kernel, as multiplicative time factors per
@@ -265,7 +263,7 @@ class WgmmaFamily(Family):
 
         - The tile with the least estimated time: waves (ceil(tiles / #SMs)) x per-tile cost, cost = tile
           area / measured relative efficiency. Where the 128-row tiles come in pairs (an even count), the
-          128-row classes are PAIRED_CLASSES, each pair a 2x1 cluster with multicast Bt and C through the
+          128-row classes are PAIRED_TILES, each pair a 2x1 cluster with multicast Bt and C through the
           two-panel ring: 128x192 ping-pong where it needs no more columns of waves than 128x256 (H100: 3-7%
           faster on five of six large shapes), 128x256 (0.97-0.98x cuBLAS at 4096^3 and 8192x8192x4096),
           128x160 and 128x128 ping-pong (experiments/2026-11-27-m1000-tiles). Otherwise TILE_CLASSES,
@@ -286,13 +284,13 @@ class WgmmaFamily(Family):
         paired = -(-M // 128) % 2 == 0
         fits = [(bm, bn, c, -(-M // bm) * -(-N // bn)) for bm, bn, c in TILE_CLASSES]
         fits = [f for f in fits if not (paired and f[0] == 128)]
-        fits += [(128, bn, 2, -(-M // 128) * -(-N // bn)) for _, bn, _ in PAIRED_CLASSES
+        fits += [(128, bn, 2, -(-M // 128) * -(-N // bn)) for bn in PAIRED_TILES
                  if paired and bn <= 64 * -(-N // 64)]  # fmt: skip  (a tile wider than C multiplies zero fill)
 
         def est(fit: tuple[int, int, int, int]) -> float:
             bm, bn, _, tiles = fit
-            efficiency = PAIRED_EFFICIENCY if paired and bm == 128 else TILE_EFFICIENCY
-            return -(-tiles // sms) * (bm * bn) / efficiency[(bm, bn)]
+            efficiency = PAIRED_TILES[bn][1] if paired and bm == 128 else TILE_EFFICIENCY[(bm, bn)]
+            return -(-tiles // sms) * (bm * bn) / efficiency
 
         bm, bn, consumers, tiles = min(fits, key=est)
         params = {**base, "bm": bm, "bn": bn, "consumers": consumers}
@@ -303,7 +301,7 @@ class WgmmaFamily(Family):
             # 12288x4096x512 86.4 -> 80.8 us, 16384x16384x1024 761 -> 741 us; experiments/NOTES.md).
             # C through the two-panel ring leaves room for a deeper ring (4 with 128x256 tiles, 3 with the
             # whole tile staged); H100: 12288x256x16384 191 -> 181 us, 512x8192x2048 29.9 -> 27.8 us.
-            params.update(cluster_m=2, pingpong=dict((c[1], c[2]) for c in PAIRED_CLASSES)[bn], epi_panels=2)
+            params.update(cluster_m=2, pingpong=PAIRED_TILES[bn][0], epi_panels=2)
         elif (bm, bn) == (128, 256):
             params["epi_panels"] = 2
         if k_blocks <= 4 and -(-M // 128) * -(-N // 128) >= 2 * sms:

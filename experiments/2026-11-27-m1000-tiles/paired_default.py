@@ -1,4 +1,4 @@
-"""The wgmma family's default before and after the paired-cluster rule (PAIRED_CLASSES in
+"""The wgmma family's default before and after the paired-cluster rule (PAIRED_TILES in
 evaluator/kernels/wgmma_family.py), on every shape of the full grid and bench/shapes-real.txt whose default it
 changes (`changed-defaults.json`: shape -> the two configurations, as the family gave them without and with the
 rule; shapes-real's first, then the grid's, cheapest first). Both are rendered by the family as it
