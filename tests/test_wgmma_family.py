@@ -224,6 +224,20 @@ def test_an_odd_count_of_128_row_tiles_stays_unclustered(shape):
     assert p["cluster_m"] == 1 and FAMILY.check(p, Shape(*shape), H100) is None
 
 
+@pytest.mark.parametrize("shape", [(8192, 256, 4096), (16384, 128, 2048), (2048, 1024, 512), (1024, 2048, 256)])
+def test_a_paired_128x128_pick_stays_unclustered_where_c_is_narrow_or_k_short(shape):
+    """C at most 256 wide or K at most 512: the cluster lost to the unclustered 128x128 tile there (H100)."""
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert (p["bm"], p["bn"], p["cluster_m"], p["epi_panels"]) == (128, 128, 1, 0)
+    assert FAMILY.check(p, Shape(*shape), H100) is None
+
+
+@pytest.mark.parametrize("shape", [(2048, 1024, 1024), (256, 8192, 2048), (12288, 512, 2048)])
+def test_a_paired_128x128_pick_is_clustered_where_c_is_wide_and_k_long(shape):
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert (p["bm"], p["bn"], p["cluster_m"], p["pingpong"], p["epi_panels"]) == (128, 128, 2, 1, 2)
+
+
 def test_no_paired_tile_wider_than_c():
     p = FAMILY.default_params(Shape(12288, 64, 2048), H100)
     assert p["bn"] <= 64

@@ -58,6 +58,11 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 
 # median 15-24% wherever there was more than one wave). 128x192 first and at 128x256's rate: where it needs no
 # more columns of waves, it is the one (H100: 3-7% faster on five of six large shapes).
 PAIRED_TILES = {192: (1, 1.0), 256: (0, 1.0), 160: (1, 0.96), 128: (1, 0.90)}  # bn -> (pingpong, efficiency)
+# Except 128x128 where C is at most 256 wide or K at most 512: there the cluster and the ping-pong consumers lost
+# to the unclustered 128x128 tile (H100, the old default against the new on the 107 shapes the rule changed,
+# experiments/2026-11-27-m1000-tiles/README.md: on those 51 shapes the paired tile ran at 0.983x the unclustered
+# one's speed in both modes, geometric mean, down to 0.90x; on the other 38 shapes of 128x128, 1.12x and 1.08x).
+PAIRED_128_MAX_N, PAIRED_128_MAX_K = 256, 512
 
 
 # What the analytic model (agent/model.py) cannot see in this kernel, as multiplicative time factors per
@@ -266,7 +271,8 @@ class WgmmaFamily(Family):
           128-row classes are PAIRED_TILES, each pair a 2x1 cluster with multicast Bt and C through the
           two-panel ring: 128x192 ping-pong where it needs no more columns of waves than 128x256 (H100: 3-7%
           faster on five of six large shapes), 128x256 (0.97-0.98x cuBLAS at 4096^3 and 8192x8192x4096),
-          128x160 and 128x128 ping-pong (experiments/2026-11-27-m1000-tiles). Otherwise TILE_CLASSES,
+          128x160 and 128x128 ping-pong (experiments/2026-11-27-m1000-tiles), except a 128x128 pick where C
+          is at most PAIRED_128_MAX_N wide or K at most PAIRED_128_MAX_K. Otherwise TILE_CLASSES,
           unclustered (128x256: 1.0, 128x128: 0.8, 64x128: 0.55, 64x64: 0.43, from 4096^3 and
           8192x8192x4096); 128-row tiles use two consumers, 64-row one.
         - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
@@ -281,18 +287,24 @@ class WgmmaFamily(Family):
         k_blocks = -(-K // BOX_K)
         base = {"group_m": 8, "persistent": 1, "epilogue": 1, "cluster_m": 1, "pingpong": 0, "split_k": 1,
                 "split_dsmem": 0, "epi_panels": 0}  # fmt: skip
+        def choose(paired: bool) -> tuple[int, int, int, int]:
+            fits = [(bm, bn, c, -(-M // bm) * -(-N // bn)) for bm, bn, c in TILE_CLASSES]
+            fits = [f for f in fits if not (paired and f[0] == 128)]
+            fits += [(128, bn, 2, -(-M // 128) * -(-N // bn)) for bn in PAIRED_TILES
+                     if paired and bn <= 64 * -(-N // 64)]  # fmt: skip  (a tile wider than C multiplies zero fill)
+
+            def est(fit: tuple[int, int, int, int]) -> float:
+                bm, bn, _, tiles = fit
+                efficiency = PAIRED_TILES[bn][1] if paired and bm == 128 else TILE_EFFICIENCY[(bm, bn)]
+                return -(-tiles // sms) * (bm * bn) / efficiency
+
+            return min(fits, key=est)
+
         paired = -(-M // 128) % 2 == 0
-        fits = [(bm, bn, c, -(-M // bm) * -(-N // bn)) for bm, bn, c in TILE_CLASSES]
-        fits = [f for f in fits if not (paired and f[0] == 128)]
-        fits += [(128, bn, 2, -(-M // 128) * -(-N // bn)) for bn in PAIRED_TILES
-                 if paired and bn <= 64 * -(-N // 64)]  # fmt: skip  (a tile wider than C multiplies zero fill)
-
-        def est(fit: tuple[int, int, int, int]) -> float:
-            bm, bn, _, tiles = fit
-            efficiency = PAIRED_TILES[bn][1] if paired and bm == 128 else TILE_EFFICIENCY[(bm, bn)]
-            return -(-tiles // sms) * (bm * bn) / efficiency
-
-        bm, bn, consumers, tiles = min(fits, key=est)
+        bm, bn, consumers, tiles = choose(paired)
+        if paired and (bm, bn) == (128, 128) and (N <= PAIRED_128_MAX_N or K <= PAIRED_128_MAX_K):
+            paired = False  # C one or two tiles wide, or a short K: the unclustered choice (the note at PAIRED_TILES)
+            bm, bn, consumers, tiles = choose(paired)
         params = {**base, "bm": bm, "bn": bn, "consumers": consumers}
         if paired and bm == 128:
             # The pair of tiles one 2x1 cluster (H100: 1000x4608x3584 77.7 -> 50.8 us with 128x160 ping-pong
