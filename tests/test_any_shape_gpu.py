@@ -3,7 +3,7 @@ evaluator (its check of every element against a float64 reference, outputs poiso
 
 wgmma takes any M and N, K multiples of 8: partial tiles in every dimension, in each of its store paths (TMA
 store, register stores, split-K partials, DSMEM reduction, stream-K). mma_ms, mma_splitk and small take any K
-through KVEC; gemv any N and K for M <= 4. Run: `pytest -m gpu tests/test_any_shape_gpu.py -s` (prints a table).
+through KVEC (mma_ms and mma_splitk with narrow or realigning loads); gemv any N and K for M <= 4. Run: `pytest -m gpu tests/test_any_shape_gpu.py -s` (prints a table).
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ WGMMA_VARIANTS = {
     "cluster-2": {"cluster_m": 2, "bm": 128, "consumers": 2},
     "pingpong": {"pingpong": 1, "consumers": 2, "bm": 128},
 }
-# K odd, K even but not a multiple of 8, K < 8, one element.
+# K odd, K even but not a multiple of 8, K < 8, one element; K % 8 from 1 to 7 (each row of A and Bt then starts
+# at its own offset into a 16-byte block, which the realigning loads undo).
 NARROW_SHAPES = [
     Shape(*s)
-    for s in [(1, 1, 1), (17, 33, 65), (513, 257, 129), (300, 500, 70), (64, 72, 6), (2000, 3000, 4093)]
+    for s in [(1, 1, 1), (17, 33, 65), (513, 257, 129), (300, 500, 70), (64, 72, 6), (2000, 3000, 4093),
+              (257, 100, 1002), (129, 130, 4099), (200, 264, 700), (96, 96, 1031)]  # fmt: skip
 ]
 
 
@@ -141,10 +143,12 @@ def test_narrow_loads_are_correct_on_any_k():
     for shape in NARROW_SHAPES:
         for name in ("mma_ms", "mma_splitk", "small"):
             params = get_family(name).default_params(shape)
-            if get_family(name).check(params, shape) is None:
-                cases.append((f"KVEC {params['KVEC']}", name, params, shape))
+            for realign in (0, 1) if "REALIGN" in params else (None,):
+                p = params if realign is None else {**params, "REALIGN": realign}
+                if get_family(name).check(p, shape) is None:
+                    cases.append((f"KVEC {p['KVEC']}" + ("" if realign is None else f" realign {realign}"), name, p, shape))
     assert {c[1] for c in cases} == {"mma_ms", "mma_splitk", "small"}
-    assert {c[0] for c in cases} == {"KVEC 1", "KVEC 2"}
+    assert {c[0] for c in cases} == {"KVEC 1", "KVEC 2"} | {f"KVEC {v} realign {r}" for v in (1, 2) for r in (0, 1)}
     bad = [r for r in _run(cases) if not r["ok"]]
     assert not bad, bad
 

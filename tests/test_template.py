@@ -298,11 +298,13 @@ def test_configurations_measured_with_an_older_template_are_measured_again():
     evaluator = StandinEvaluator()
     _, old = drive(TemplateProposer(families("r1"), seed=5), evaluator, shape, rounds=2, archive=archive)
     by_time = sorted((r.median_us("offline"), c.hash, c.params) for c, r in old if r.ok)
+    structure = FAMILIES["mma_ms"].structure
+    by_time = [t for i, t in enumerate(by_time) if structure(t[2]) not in {structure(u[2]) for u in by_time[:i]}]
 
     renewed = TemplateProposer(families("r2"), seed=5, refresh=2)
     proposed, _ = drive(renewed, evaluator, shape, rounds=1, archive=archive)
     first_two = proposed[:2]
-    assert [c.params for c in first_two] == [p for _, _, p in by_time[:2]], "the two fastest, fastest first"
+    assert [c.params for c in first_two] == [p for _, _, p in by_time[:2]], "the two fastest structures, fastest first"
     assert [c.parents for c in first_two] == [[h] for _, h, _ in by_time[:2]], "each names its older source"
     assert all(c.source.startswith("// revision r2") for c in proposed)
     assert not {config_key("mma_ms", c.params) for c in proposed[2:]} & {
@@ -332,6 +334,8 @@ def test_attempts_measured_before_measured_after_are_measured_again_not_skipped(
     evaluator = StandinEvaluator()
     _, old = drive(TemplateProposer(families, seed=5), evaluator, shape, rounds=2, archive=archive)
     by_time = sorted((r.median_us("offline"), c.hash, c.params) for c, r in old if r.ok)
+    structure = FAMILIES["mma_ms"].structure
+    by_time = [t for i, t in enumerate(by_time) if structure(t[2]) not in {structure(u[2]) for u in by_time[:i]}]
     cutoff = max(r.created for _, r in old)
     while utc_now() <= cutoff:  # record times are to the second: what follows is measured after the cutoff
         time.sleep(0.05)
@@ -472,8 +476,10 @@ def test_the_nearest_shapes_winner_leads_the_first_batch(monkeypatch):
     assert (nearest["M"], nearest["N"], nearest["K"]) == (4096, 4096, 4096)
     cands = TemplateProposer(seed=1).propose(ctx(query, archive=archive, retriever=retriever), 8)
     assert cands[0].note.startswith("retrieved") and cands[0].params == nearest["params"]
-    # then the model's favourite of the other retrieved winners (those that differ from the nearest one)
-    distinct = {tuple(sorted(h["params"].items())) for h in retriever.similar_shapes(query, gpu=GPU.name, k=5)}
+    # then the model's favourite of the other retrieved winners (those that differ from the nearest one and that
+    # the query's shape accepts: a split-K winner of a small output may need more workspace than the contract's)
+    hits = retriever.similar_shapes(query, gpu=GPU.name, k=5)
+    distinct = {tuple(sorted(h["params"].items())) for h in hits if FAMILIES[h["family"]].check(h["params"], query) is None}
     assert sum(c.note.startswith("retrieved") for c in cands[:2]) == min(2, len(distinct))
     archive.close()
 

@@ -11,12 +11,17 @@
 // anything. K % 8 == 0 gives 16-byte rows (KVEC 8); otherwise rows are read 4 or 2 bytes at a time
 // (KVEC 2 or 1) into registers one slice ahead and stored into the stage after the current slice's
 // MMAs; the pipeline's cp.async groups are then empty (hgemm_supports asks for the widest KVEC K allows).
+// REALIGN 1 (KVEC < 8 only) reads those rows as aligned 16-byte blocks instead, and shifts each chunk into place
+// when it stores it: one or two 16-byte loads per chunk where narrow loads take four or eight.
 // SPLIT_K == 1: the C tile is staged through shared memory and written with 16-byte stores
 // (scalar stores where N % 8 != 0). SPLIT_K > 1: blockIdx.y picks a K range, each split writes
 // its whole fp32 partial tile into the workspace (so garbage there never matters), and a
 // second kernel sums the partials into C.
 //
-// Parameters (#define HG_*): BM, BN, BK, WARPS_M, WARPS_N, STAGES, RASTER, SPLIT_K, KVEC.
+// Parameters (#define HG_*): BM, BN, BK, WARPS_M, WARPS_N, STAGES, RASTER, SPLIT_K, KVEC, REALIGN (absent: 0).
+#ifndef HG_REALIGN
+#define HG_REALIGN 0
+#endif
 #include "mma_common.cuh"
 #include "mma_rules.cuh"
 
@@ -24,8 +29,8 @@ namespace {
 
 constexpr int BM = HG_BM, BN = HG_BN, BK = HG_BK;
 constexpr int WARPS_M = HG_WARPS_M, WARPS_N = HG_WARPS_N;
-constexpr int STAGES = HG_STAGES, RASTER = HG_RASTER, SPLIT_K = HG_SPLIT_K, KVEC = HG_KVEC;
-constexpr mma_rules::Params P{BM, BN, BK, WARPS_M, WARPS_N, STAGES, RASTER, SPLIT_K, KVEC};
+constexpr int STAGES = HG_STAGES, RASTER = HG_RASTER, SPLIT_K = HG_SPLIT_K, KVEC = HG_KVEC, REALIGN = HG_REALIGN;
+constexpr mma_rules::Params P{BM, BN, BK, WARPS_M, WARPS_N, STAGES, RASTER, SPLIT_K, KVEC, REALIGN};
 static_assert(mma_rules::violation(P) == nullptr, "these parameters break a rule of mma_rules.cuh");
 constexpr int THREADS = 32 * WARPS_M * WARPS_N;
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
@@ -63,12 +68,15 @@ HG_DEVICE void load_tile(uint32_t dst, const __half* src, int rows, int K, int r
     }
 }
 
-// KVEC < 8 (rows not 16-byte aligned): the same chunks read with narrow loads into registers. The main
-// loop fetches the next slice before the current slice's MMAs and stores it after them (put_tile), so the
-// loads' latency hides behind the math as cp.async's does.
+// KVEC < 8 (rows not 16-byte aligned): the same chunks read with narrow loads into registers, or (REALIGN) as the
+// aligned 16-byte blocks that hold them, two registers' worth per chunk. The main loop fetches the next slice
+// before the current slice's MMAs and stores it after them (put_tile, which realigns), so the loads' latency
+// hides behind the math as cp.async's does.
 template <int ROWS>
-HG_DEVICE void fetch_tile(uint4 (&v)[tile_iters<ROWS>()], const __half* src, int rows, int K, int r0, int k0,
-                          int tid) {
+constexpr int staged() { return tile_iters<ROWS>() * (REALIGN ? 2 : 1); }
+
+template <int ROWS>
+HG_DEVICE void fetch_tile(uint4 (&v)[staged<ROWS>()], const __half* src, int rows, int K, int r0, int k0, int tid) {
     constexpr int TOTAL = ROWS * CHUNKS;
 #pragma unroll
     for (int it = 0; it < tile_iters<ROWS>(); ++it) {
@@ -76,18 +84,33 @@ HG_DEVICE void fetch_tile(uint4 (&v)[tile_iters<ROWS>()], const __half* src, int
         if (TOTAL % THREADS == 0 || i < TOTAL) {
             int gr = r0 + i / CHUNKS, gk = k0 + (i % CHUNKS) * 8;
             bool valid = gr < rows;
-            v[it] = hg_load8_narrow<KVEC>(valid ? src + (size_t)gr * K : src, gk, K, valid);
+            const __half* row = valid ? src + (size_t)gr * K : src;
+            if constexpr (REALIGN) {
+                hg_load_blocks(row, gk, K, valid, v[2 * it], v[2 * it + 1]);
+            } else {
+                v[it] = hg_load8_narrow<KVEC>(row, gk, K, valid);
+            }
         }
     }
 }
 
 template <int ROWS>
-HG_DEVICE void put_tile(uint32_t dst, const uint4 (&v)[tile_iters<ROWS>()], int tid) {
+HG_DEVICE void put_tile(uint32_t dst, const uint4 (&v)[staged<ROWS>()], const __half* src, int rows, int K, int r0,
+                        int k0, int tid) {
     constexpr int TOTAL = ROWS * CHUNKS;
 #pragma unroll
     for (int it = 0; it < tile_iters<ROWS>(); ++it) {
         int i = it * THREADS + tid;
-        if (TOTAL % THREADS == 0 || i < TOTAL) hg_st_shared16(dst + swz(i / CHUNKS, i % CHUNKS), v[it]);
+        if (TOTAL % THREADS == 0 || i < TOTAL) {
+            uint4 chunk;
+            if constexpr (REALIGN) {
+                int gr = r0 + i / CHUNKS, gk = k0 + (i % CHUNKS) * 8;
+                chunk = hg_realign(v[2 * it], v[2 * it + 1], gr < rows ? src + (size_t)gr * K : src, gk, K);
+            } else {
+                chunk = v[it];
+            }
+            hg_st_shared16(dst + swz(i / CHUNKS, i % CHUNKS), chunk);
+        }
     }
 }
 
@@ -129,11 +152,11 @@ __global__ void __launch_bounds__(THREADS)
                 load_tile<BM>(sA + s * A_STAGE_BYTES, A, M, K, m0, k0, tid);
                 load_tile<BN>(sB + s * B_STAGE_BYTES, Bt, N, K, n0, k0, tid);
             } else {
-                uint4 va[tile_iters<BM>()], vb[tile_iters<BN>()];
+                uint4 va[staged<BM>()], vb[staged<BN>()];
                 fetch_tile<BM>(va, A, M, K, m0, k0, tid);
                 fetch_tile<BN>(vb, Bt, N, K, n0, k0, tid);
-                put_tile<BM>(sA + s * A_STAGE_BYTES, va, tid);
-                put_tile<BN>(sB + s * B_STAGE_BYTES, vb, tid);
+                put_tile<BM>(sA + s * A_STAGE_BYTES, va, A, M, K, m0, k0, tid);
+                put_tile<BN>(sB + s * B_STAGE_BYTES, vb, Bt, N, K, n0, k0, tid);
             }
         }
         hg_cp_async_commit();
@@ -143,7 +166,7 @@ __global__ void __launch_bounds__(THREADS)
         hg_cp_async_wait<STAGES - 2>();
         __syncthreads();  // stage i landed for everyone; stage (i-1) is free to overwrite
         int next = i + STAGES - 1;
-        [[maybe_unused]] uint4 va[tile_iters<BM>()], vb[tile_iters<BN>()];  // KVEC < 8: the next slice
+        [[maybe_unused]] uint4 va[staged<BM>()], vb[staged<BN>()];  // KVEC < 8: the next slice
         if (next < nkt) {
             int s = next % STAGES, k0 = (kt0 + next) * BK;
             if constexpr (KVEC == 8) {
@@ -183,9 +206,9 @@ __global__ void __launch_bounds__(THREADS)
         }
         if constexpr (KVEC != 8) {
             if (next < nkt) {  // stage next % STAGES was last read in iteration i - 1, before this one's barrier
-                const int s = next % STAGES;
-                put_tile<BM>(sA + s * A_STAGE_BYTES, va, tid);
-                put_tile<BN>(sB + s * B_STAGE_BYTES, vb, tid);
+                const int s = next % STAGES, k0 = (kt0 + next) * BK;
+                put_tile<BM>(sA + s * A_STAGE_BYTES, va, A, M, K, m0, k0, tid);
+                put_tile<BN>(sB + s * B_STAGE_BYTES, vb, Bt, N, K, n0, k0, tid);
             }
         }
     }

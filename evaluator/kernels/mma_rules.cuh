@@ -9,7 +9,7 @@ constexpr int MAX_ACCUMULATORS = 128;               // fp32 accumulators per thr
 constexpr int MAX_THREADS = 1024;
 
 struct Params {
-  int bm, bn, bk, warps_m, warps_n, stages, raster, split_k, kvec;
+  int bm, bn, bk, warps_m, warps_n, stages, raster, split_k, kvec, realign;
 };
 
 // Halfs per global load along K: 16-byte loads (cp.async) need 16-byte rows, K % 8 == 0; otherwise rows
@@ -42,6 +42,8 @@ constexpr const char* violation(const Params& p) {
   if (p.stages < 2) return "the pipeline needs at least two stages";
   if (p.split_k < 1) return "SPLIT_K must be positive";
   if (p.kvec != 1 && p.kvec != 2 && p.kvec != 8) return "KVEC must be 1, 2 or 8";
+  if (p.realign != 0 && p.realign != 1) return "REALIGN must be 0 or 1";
+  if (p.realign == 1 && p.kvec == 8) return "REALIGN is for rows that are not 16-byte aligned (KVEC 1 or 2)";
   return nullptr;
 }
 

@@ -28,7 +28,7 @@ from hgemm.core.shape import Shape
 ORDERS = {
     "wgmma": ("bm", "bn", "stages", "consumers", "group_m", "persistent", "epilogue", "cluster_m", "pingpong",
               "split_k", "split_dsmem", "epi_panels", "stream_k", "swap_ab", "warp_producer", "stage_k"),
-    "mma": ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES", "RASTER", "SPLIT_K", "KVEC"),
+    "mma": ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES", "RASTER", "SPLIT_K", "KVEC", "REALIGN"),
     "small": ("BM", "BN", "WARPS_M", "WARPS_N", "WARPS_K", "KVEC"),
     "gemv": ("MAXM", "ROWS", "WARPS", "KSPLIT", "UNROLL", "KVEC"),
 }
