@@ -39,40 +39,6 @@ HG_DEVICE uint4 hg_load8_narrow(const __half* row, int k, int K, bool valid) {
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// The same eight halfs where the row is not 16-byte aligned, in two steps so that the loads' latency can hide
-// behind other work: hg_load_blocks reads the aligned 16-byte block that holds row[k], and the next one when it
-// holds a half of [k, k + 8) that is still in the row (predicated loads, no branch); hg_realign shifts the eight
-// halfs into place (a word select, then a 16-bit funnel shift for an odd half) and zeroes those past K. A block
-// is read only when it holds a half of this row before K, so no read leaves the 16-byte blocks of the matrix's
-// own halfs. Rows past the last (`valid` false) and k >= K give zeros.
-HG_DEVICE void hg_load_blocks(const __half* row, int k, int K, bool valid, uint4& lo, uint4& hi) {
-    const bool any = valid && k < K;
-    const uintptr_t at = reinterpret_cast<uintptr_t>(any ? row + k : row);
-    const uint4* block = reinterpret_cast<const uint4*>(at & ~static_cast<uintptr_t>(15));
-    const int shift = static_cast<int>(at & 15);  // bytes, even
-    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    lo = any ? __ldg(block) : zero;
-    hi = any && shift != 0 && k + (16 - shift) / 2 < K ? __ldg(block + 1) : zero;
-}
-
-HG_DEVICE uint4 hg_realign(const uint4& lo, const uint4& hi, const __half* row, int k, int K) {
-    const int shift = static_cast<int>(reinterpret_cast<uintptr_t>(row + k) & 15);
-    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    const int q = shift >> 2;
-    uint32_t a[5];
-#pragma unroll
-    for (int j = 0; j < 5; ++j) a[j] = q == 0 ? w[j] : q == 1 ? w[j + 1] : q == 2 ? w[j + 2] : w[j + 3 < 8 ? j + 3 : 7];
-    uint32_t out[4];
-    const int left = K - k;  // halfs of the row from k on (at most 0: none)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        uint32_t v = (shift & 2) ? __funnelshift_r(a[j], a[j + 1], 16) : a[j];
-        v = 2 * j >= left ? 0u : 2 * j + 1 == left ? (v & 0xffffu) : v;
-        out[j] = v;
-    }
-    return make_uint4(out[0], out[1], out[2], out[3]);
-}
-
 HG_DEVICE void hg_st_shared16(uint32_t dst, uint4 v) {
     asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }

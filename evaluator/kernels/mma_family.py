@@ -31,7 +31,9 @@ MMA_SPACE: dict[str, tuple] = {
     "STAGES": (2, 3, 4, 5, 6),
     "RASTER": (1, 4, 8, 16),
     "KVEC": (1, 2, 8),  # halfs per global load along K: the widest K allows (mma_rules::widest_kvec)
-    "REALIGN": (0, 1),  # KVEC < 8: rows read as aligned 16-byte blocks and shifted into place (1) or narrow (0)
+    # KVEC < 8: narrow loads (0), or the aligned 16-byte blocks that hold the rows staged with cp.async and shifted
+    # into place in shared memory (1)
+    "REALIGN": (0, 1),
 }
 SPLIT_K_VALUES = (2, 3, 4, 6, 8, 16)
 
@@ -60,9 +62,9 @@ def widest_kvec(K: int) -> int:
 
 
 def realign_default(kvec: int) -> int:
-    """Realigned 16-byte loads where K is odd (two-byte loads otherwise): on an H100 they were 16-25% faster there
-    with 128x256 tiles and as fast with 128x128; with four-byte loads (K even) 17-59% slower
-    (experiments/2026-11-27-realign)."""
+    """Staged, realigned blocks where K is odd (two-byte loads otherwise): on an H100, 13-43% faster with the same
+    tile (8191^3 at 1.10x of the best library, the narrow loads' best tile at 0.87x); where K is even (four-byte
+    loads) they ran at 0.74-0.95x of the narrow loads' speed (experiments/2026-11-27-realign)."""
     return int(kvec == 1)
 
 

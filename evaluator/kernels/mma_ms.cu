@@ -11,8 +11,8 @@
 // anything. K % 8 == 0 gives 16-byte rows (KVEC 8); otherwise rows are read 4 or 2 bytes at a time
 // (KVEC 2 or 1) into registers one slice ahead and stored into the stage after the current slice's
 // MMAs; the pipeline's cp.async groups are then empty (hgemm_supports asks for the widest KVEC K allows).
-// REALIGN 1 (KVEC < 8 only) reads those rows as aligned 16-byte blocks instead, and shifts each chunk into place
-// when it stores it: one or two 16-byte loads per chunk where narrow loads take four or eight.
+// REALIGN 1 (KVEC < 8 only) stages those rows instead as the aligned 16-byte blocks that hold them, with cp.async
+// STAGES deep, and shifts each slice into a swizzled tile one slice ahead of its MMAs.
 // SPLIT_K == 1: the C tile is staged through shared memory and written with 16-byte stores
 // (scalar stores where N % 8 != 0). SPLIT_K > 1: blockIdx.y picks a K range, each split writes
 // its whole fp32 partial tile into the workspace (so garbage there never matters), and a
@@ -68,15 +68,12 @@ HG_DEVICE void load_tile(uint32_t dst, const __half* src, int rows, int K, int r
     }
 }
 
-// KVEC < 8 (rows not 16-byte aligned): the same chunks read with narrow loads into registers, or (REALIGN) as the
-// aligned 16-byte blocks that hold them, two registers' worth per chunk. The main loop fetches the next slice
-// before the current slice's MMAs and stores it after them (put_tile, which realigns), so the loads' latency
-// hides behind the math as cp.async's does.
+// KVEC < 8 (rows not 16-byte aligned), REALIGN 0: the same chunks read with narrow loads into registers. The main
+// loop fetches the next slice before the current slice's MMAs and stores it after them (put_tile), so the loads'
+// latency hides behind the math as cp.async's does.
 template <int ROWS>
-constexpr int staged() { return tile_iters<ROWS>() * (REALIGN ? 2 : 1); }
-
-template <int ROWS>
-HG_DEVICE void fetch_tile(uint4 (&v)[staged<ROWS>()], const __half* src, int rows, int K, int r0, int k0, int tid) {
+HG_DEVICE void fetch_tile(uint4 (&v)[tile_iters<ROWS>()], const __half* src, int rows, int K, int r0, int k0,
+                          int tid) {
     constexpr int TOTAL = ROWS * CHUNKS;
 #pragma unroll
     for (int it = 0; it < tile_iters<ROWS>(); ++it) {
@@ -84,33 +81,102 @@ HG_DEVICE void fetch_tile(uint4 (&v)[staged<ROWS>()], const __half* src, int row
         if (TOTAL % THREADS == 0 || i < TOTAL) {
             int gr = r0 + i / CHUNKS, gk = k0 + (i % CHUNKS) * 8;
             bool valid = gr < rows;
-            const __half* row = valid ? src + (size_t)gr * K : src;
-            if constexpr (REALIGN) {
-                hg_load_blocks(row, gk, K, valid, v[2 * it], v[2 * it + 1]);
-            } else {
-                v[it] = hg_load8_narrow<KVEC>(row, gk, K, valid);
-            }
+            v[it] = hg_load8_narrow<KVEC>(valid ? src + (size_t)gr * K : src, gk, K, valid);
         }
     }
 }
 
 template <int ROWS>
-HG_DEVICE void put_tile(uint32_t dst, const uint4 (&v)[staged<ROWS>()], const __half* src, int rows, int K, int r0,
-                        int k0, int tid) {
+HG_DEVICE void put_tile(uint32_t dst, const uint4 (&v)[tile_iters<ROWS>()], int tid) {
     constexpr int TOTAL = ROWS * CHUNKS;
 #pragma unroll
     for (int it = 0; it < tile_iters<ROWS>(); ++it) {
         int i = it * THREADS + tid;
+        if (TOTAL % THREADS == 0 || i < TOTAL) hg_st_shared16(dst + swz(i / CHUNKS, i % CHUNKS), v[it]);
+    }
+}
+
+// REALIGN 1: a slice's rows as the aligned 16-byte blocks that hold them, with cp.async (RAW_CHUNKS blocks a row,
+// one more than the slice's chunks; a block is read only when it holds a half of the row before K, else zeros).
+[[maybe_unused]] constexpr int RAW_CHUNKS = CHUNKS + 1;
+constexpr int RAW_ROW_BYTES = mma_rules::raw_row_bytes(P);
+
+template <int ROWS>
+HG_DEVICE void raw_tile(uint32_t dst, const __half* src, int rows, int K, int r0, int k0, int tid) {
+    constexpr int TOTAL = ROWS * RAW_CHUNKS;
+    const int last = min(k0 + BK, K) - 1;  // the slice's last half of a row
+#pragma unroll
+    for (int it = 0; it < (TOTAL + THREADS - 1) / THREADS; ++it) {
+        int i = it * THREADS + tid;
         if (TOTAL % THREADS == 0 || i < TOTAL) {
-            uint4 chunk;
-            if constexpr (REALIGN) {
-                int gr = r0 + i / CHUNKS, gk = k0 + (i % CHUNKS) * 8;
-                chunk = hg_realign(v[2 * it], v[2 * it + 1], gr < rows ? src + (size_t)gr * K : src, gk, K);
-            } else {
-                chunk = v[it];
-            }
-            hg_st_shared16(dst + swz(i / CHUNKS, i % CHUNKS), chunk);
+            int r = i / RAW_CHUNKS, j = i % RAW_CHUNKS, gr = r0 + r;
+            const __half* row = src + (size_t)(gr < rows ? gr : 0) * K;
+            const uintptr_t first = reinterpret_cast<uintptr_t>(row + k0) & ~static_cast<uintptr_t>(15);
+            const uintptr_t block = first + 16 * j;
+            bool valid = gr < rows && k0 < K && block <= reinterpret_cast<uintptr_t>(row + last);
+            hg_cp_async16(dst + r * RAW_ROW_BYTES + j * 16, reinterpret_cast<const void*>(valid ? block : first), valid);
         }
+    }
+}
+
+// The staged blocks of a slice shifted into the swizzled tile the MMAs read: a chunk is five 4-byte words read
+// from the row's blocks at the shift rounded down to 4 bytes, and a byte permute for a remaining half; in the
+// last slice, halfs past K (the next row's) are zeroed.
+template <int ROWS>
+HG_DEVICE void realign_tile(uint32_t dst, uint32_t raw, const __half* src, int rows, int K, int r0, int k0, int tid) {
+    constexpr int TOTAL = ROWS * CHUNKS;
+    const bool tail = k0 + BK > K;
+    const unsigned base = static_cast<unsigned>(reinterpret_cast<uintptr_t>(src) & 15);
+#pragma unroll
+    for (int it = 0; it < tile_iters<ROWS>(); ++it) {
+        int i = it * THREADS + tid;
+        if (TOTAL % THREADS == 0 || i < TOTAL) {
+            int r = i / CHUNKS, c = i % CHUNKS, gr = r0 + r;
+            // byte offset of row gr's half k0 within its 16-byte block (unsigned products wrap; only 4 bits count)
+            const unsigned shift = (base + 2u * (static_cast<unsigned>(gr < rows ? gr : 0) * static_cast<unsigned>(K) +
+                                                 static_cast<unsigned>(k0))) & 15u;
+            const uint32_t at = raw + r * RAW_ROW_BYTES + c * 16 + (shift & 12u);
+            uint32_t w[5];
+#pragma unroll
+            for (int j = 0; j < 5; ++j) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w[j]) : "r"(at + 4 * j));
+            const unsigned sel = (shift & 2u) ? 0x5432u : 0x3210u;
+            uint32_t out[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) out[j] = __byte_perm(w[j], w[j + 1], sel);
+            if (tail) {
+                const int left = K - (k0 + c * 8);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) out[j] = 2 * j >= left ? 0u : 2 * j + 1 == left ? (out[j] & 0xffffu) : out[j];
+            }
+            hg_st_shared16(dst + swz(r, c), make_uint4(out[0], out[1], out[2], out[3]));
+        }
+    }
+}
+
+// One BK slice of MMAs from the swizzled tiles at a_base and b_base.
+HG_DEVICE void mma_slice(float (&acc)[MI][NI][4], uint32_t a_base, uint32_t b_base, int wm, int wn, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+        uint32_t af[MI][4], bf[NI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            int r = wm * WM + mi * 16 + (lane & 15);
+            hg_ldmatrix_x4(af[mi], a_base + swz(r, kk * 2 + (lane >> 4)));
+        }
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; ++nj) {
+            int r = wn * WN + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
+            uint32_t t[4];
+            hg_ldmatrix_x4(t, b_base + swz(r, kk * 2 + ((lane >> 3) & 1)));
+            bf[2 * nj][0] = t[0];
+            bf[2 * nj][1] = t[1];
+            bf[2 * nj + 1][0] = t[2];
+            bf[2 * nj + 1][1] = t[3];
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) hg_mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
     }
 }
 
@@ -144,74 +210,93 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
+    if constexpr (REALIGN) {
+        // Raw stages of aligned blocks, STAGES deep with cp.async; each slice realigned into one of two swizzled
+        // tiles one slice ahead of its MMAs. One barrier a slice: it makes slice i + 1's blocks and slice i's
+        // tile visible to all, and it follows every thread's MMAs of slice i - 1 (whose tile the realign of
+        // slice i + 1 overwrites) and its realign of slice i - 1 (whose raw stage the copies issued next refill).
+        constexpr int RAW_A = BM * RAW_ROW_BYTES, RAW_B = BN * RAW_ROW_BYTES;
+        const uint32_t rA = sA, rB = rA + STAGES * RAW_A;
+        const uint32_t tA = rB + STAGES * RAW_B, tB = tA + 2 * A_STAGE_BYTES;
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < nkt) {
-            int k0 = (kt0 + s) * BK;
-            if constexpr (KVEC == 8) {
-                load_tile<BM>(sA + s * A_STAGE_BYTES, A, M, K, m0, k0, tid);
-                load_tile<BN>(sB + s * B_STAGE_BYTES, Bt, N, K, n0, k0, tid);
-            } else {
-                uint4 va[staged<BM>()], vb[staged<BN>()];
-                fetch_tile<BM>(va, A, M, K, m0, k0, tid);
-                fetch_tile<BN>(vb, Bt, N, K, n0, k0, tid);
-                put_tile<BM>(sA + s * A_STAGE_BYTES, va, A, M, K, m0, k0, tid);
-                put_tile<BN>(sB + s * B_STAGE_BYTES, vb, Bt, N, K, n0, k0, tid);
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < nkt) {
+                raw_tile<BM>(rA + s * RAW_A, A, M, K, m0, (kt0 + s) * BK, tid);
+                raw_tile<BN>(rB + s * RAW_B, Bt, N, K, n0, (kt0 + s) * BK, tid);
             }
+            hg_cp_async_commit();
         }
-        hg_cp_async_commit();
-    }
-
-    for (int i = 0; i < nkt; ++i) {
         hg_cp_async_wait<STAGES - 2>();
-        __syncthreads();  // stage i landed for everyone; stage (i-1) is free to overwrite
-        int next = i + STAGES - 1;
-        [[maybe_unused]] uint4 va[staged<BM>()], vb[staged<BN>()];  // KVEC < 8: the next slice
-        if (next < nkt) {
-            int s = next % STAGES, k0 = (kt0 + next) * BK;
-            if constexpr (KVEC == 8) {
-                load_tile<BM>(sA + s * A_STAGE_BYTES, A, M, K, m0, k0, tid);
-                load_tile<BN>(sB + s * B_STAGE_BYTES, Bt, N, K, n0, k0, tid);
-            } else {
-                fetch_tile<BM>(va, A, M, K, m0, k0, tid);
-                fetch_tile<BN>(vb, Bt, N, K, n0, k0, tid);
-            }
+        __syncthreads();
+        if (nkt > 0) {
+            realign_tile<BM>(tA, rA, A, M, K, m0, kt0 * BK, tid);
+            realign_tile<BN>(tB, rB, Bt, N, K, n0, kt0 * BK, tid);
         }
-        hg_cp_async_commit();
-
-        const int st = i % STAGES;
-        const uint32_t a_base = sA + st * A_STAGE_BYTES, b_base = sB + st * B_STAGE_BYTES;
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-            uint32_t af[MI][4], bf[NI][2];
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-                int r = wm * WM + mi * 16 + (lane & 15);
-                hg_ldmatrix_x4(af[mi], a_base + swz(r, kk * 2 + (lane >> 4)));
-            }
-#pragma unroll
-            for (int nj = 0; nj < NI / 2; ++nj) {
-                int r = wn * WN + nj * 16 + (lane & 7) + ((lane >> 4) << 3);
-                uint32_t t[4];
-                hg_ldmatrix_x4(t, b_base + swz(r, kk * 2 + ((lane >> 3) & 1)));
-                bf[2 * nj][0] = t[0];
-                bf[2 * nj][1] = t[1];
-                bf[2 * nj + 1][0] = t[2];
-                bf[2 * nj + 1][1] = t[3];
-            }
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                for (int ni = 0; ni < NI; ++ni) hg_mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-        }
-        if constexpr (KVEC != 8) {
-            if (next < nkt) {  // stage next % STAGES was last read in iteration i - 1, before this one's barrier
+        for (int i = 0; i < nkt; ++i) {
+            const int next = i + STAGES - 1;
+            if (next < nkt) {
                 const int s = next % STAGES, k0 = (kt0 + next) * BK;
-                put_tile<BM>(sA + s * A_STAGE_BYTES, va, A, M, K, m0, k0, tid);
-                put_tile<BN>(sB + s * B_STAGE_BYTES, vb, Bt, N, K, n0, k0, tid);
+                raw_tile<BM>(rA + s * RAW_A, A, M, K, m0, k0, tid);
+                raw_tile<BN>(rB + s * RAW_B, Bt, N, K, n0, k0, tid);
+            }
+            hg_cp_async_commit();
+            hg_cp_async_wait<STAGES - 2>();  // slice i + 1's blocks landed
+            __syncthreads();
+            if (i + 1 < nkt) {
+                const int s = (i + 1) % STAGES, t = (i + 1) & 1, k0 = (kt0 + i + 1) * BK;
+                realign_tile<BM>(tA + t * A_STAGE_BYTES, rA + s * RAW_A, A, M, K, m0, k0, tid);
+                realign_tile<BN>(tB + t * B_STAGE_BYTES, rB + s * RAW_B, Bt, N, K, n0, k0, tid);
+            }
+            mma_slice(acc, tA + (i & 1) * A_STAGE_BYTES, tB + (i & 1) * B_STAGE_BYTES, wm, wn, lane);
+        }
+    } else {
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < nkt) {
+                int k0 = (kt0 + s) * BK;
+                if constexpr (KVEC == 8) {
+                    load_tile<BM>(sA + s * A_STAGE_BYTES, A, M, K, m0, k0, tid);
+                    load_tile<BN>(sB + s * B_STAGE_BYTES, Bt, N, K, n0, k0, tid);
+                } else {
+                    uint4 va[tile_iters<BM>()], vb[tile_iters<BN>()];
+                    fetch_tile<BM>(va, A, M, K, m0, k0, tid);
+                    fetch_tile<BN>(vb, Bt, N, K, n0, k0, tid);
+                    put_tile<BM>(sA + s * A_STAGE_BYTES, va, tid);
+                    put_tile<BN>(sB + s * B_STAGE_BYTES, vb, tid);
+                }
+            }
+            hg_cp_async_commit();
+        }
+
+        for (int i = 0; i < nkt; ++i) {
+            hg_cp_async_wait<STAGES - 2>();
+            __syncthreads();  // stage i landed for everyone; stage (i-1) is free to overwrite
+            int next = i + STAGES - 1;
+            [[maybe_unused]] uint4 va[tile_iters<BM>()], vb[tile_iters<BN>()];  // KVEC < 8: the next slice
+            if (next < nkt) {
+                int s = next % STAGES, k0 = (kt0 + next) * BK;
+                if constexpr (KVEC == 8) {
+                    load_tile<BM>(sA + s * A_STAGE_BYTES, A, M, K, m0, k0, tid);
+                    load_tile<BN>(sB + s * B_STAGE_BYTES, Bt, N, K, n0, k0, tid);
+                } else {
+                    fetch_tile<BM>(va, A, M, K, m0, k0, tid);
+                    fetch_tile<BN>(vb, Bt, N, K, n0, k0, tid);
+                }
+            }
+            hg_cp_async_commit();
+
+            const int st = i % STAGES;
+            const uint32_t a_base = sA + st * A_STAGE_BYTES, b_base = sB + st * B_STAGE_BYTES;
+            mma_slice(acc, a_base, b_base, wm, wn, lane);
+            if constexpr (KVEC != 8) {
+                if (next < nkt) {  // stage next % STAGES was last read in iteration i - 1, before this one's barrier
+                    const int s = next % STAGES;
+                    put_tile<BM>(sA + s * A_STAGE_BYTES, va, tid);
+                    put_tile<BN>(sB + s * B_STAGE_BYTES, vb, tid);
+                }
             }
         }
-    }
+}
     hg_cp_async_wait<0>();
 
     const int g = lane >> 2, t2 = (lane & 3) * 2;

@@ -26,7 +26,13 @@ constexpr int register_estimate(const Params& p) {
   return (wm(p) / 16) * (wn(p) / 8) * 4 + (p.bk / 16) * ((wm(p) / 16) * 4 + (wn(p) / 8) * 2) + 40;
 }
 constexpr int register_budget(const Params& p) { return 65536 / threads(p) < 255 ? 65536 / threads(p) : 255; }
-constexpr int pipe_bytes(const Params& p) { return p.stages * (p.bm + p.bn) * p.bk * 2; }
+// REALIGN 1 stages each row's aligned 16-byte blocks (one more than the slice's chunks) and realigns a slice
+// into one of two swizzled tiles the MMAs read.
+constexpr int raw_row_bytes(const Params& p) { return (p.bk / 8 + 1) * 16; }
+constexpr int pipe_bytes(const Params& p) {
+  return p.realign ? p.stages * (p.bm + p.bn) * raw_row_bytes(p) + 2 * (p.bm + p.bn) * p.bk * 2
+                        : p.stages * (p.bm + p.bn) * p.bk * 2;
+}
 constexpr int c_stride(const Params& p) { return p.bn + 8; }  // halfs; padding spreads fragment writes over banks
 constexpr int c_bytes(const Params& p) { return p.split_k == 1 ? p.bm * c_stride(p) * 2 : 0; }
 // Dynamic shared memory of one CTA: the pipeline, or the C staging tile if larger.
@@ -43,7 +49,7 @@ constexpr const char* violation(const Params& p) {
   if (p.split_k < 1) return "SPLIT_K must be positive";
   if (p.kvec != 1 && p.kvec != 2 && p.kvec != 8) return "KVEC must be 1, 2 or 8";
   if (p.realign != 0 && p.realign != 1) return "REALIGN must be 0 or 1";
-  if (p.realign == 1 && p.kvec == 8) return "REALIGN is for rows that are not 16-byte aligned (KVEC 1 or 2)";
+  if (p.realign != 0 && p.kvec == 8) return "REALIGN is for rows that are not 16-byte aligned (KVEC 1 or 2)";
   return nullptr;
 }
 

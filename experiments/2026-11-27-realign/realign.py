@@ -42,7 +42,7 @@ def configurations(shape) -> dict[str, dict]:
         for realign in (0, 1):
             q = {**p, "REALIGN": realign}
             if family.check(q, s) is None:
-                found[f"{name} {'realign' if realign else 'narrow'}"] = q
+                found[f"{name} {('narrow', 'staged')[realign]}"] = q
     return found
 
 
