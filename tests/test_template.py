@@ -297,7 +297,9 @@ def test_configurations_measured_with_an_older_template_are_measured_again():
     archive = Archive()
     evaluator = StandinEvaluator()
     _, old = drive(TemplateProposer(families("r1"), seed=5), evaluator, shape, rounds=2, archive=archive)
-    by_time = sorted((r.median_us("offline"), c.hash, c.params) for c, r in old if r.ok)
+    # fastest first, ties in the proposer's order (its configuration key), one of each structure first
+    by_time = sorted(((r.median_us("offline"), c.hash, c.params) for c, r in old if r.ok),
+                     key=lambda t: (t[0], repr(tuple(sorted(t[2].items())))))  # fmt: skip
     structure = FAMILIES["mma_ms"].structure
     by_time = [t for i, t in enumerate(by_time) if structure(t[2]) not in {structure(u[2]) for u in by_time[:i]}]
 
@@ -333,7 +335,9 @@ def test_attempts_measured_before_measured_after_are_measured_again_not_skipped(
     archive = Archive()
     evaluator = StandinEvaluator()
     _, old = drive(TemplateProposer(families, seed=5), evaluator, shape, rounds=2, archive=archive)
-    by_time = sorted((r.median_us("offline"), c.hash, c.params) for c, r in old if r.ok)
+    # fastest first, ties in the proposer's order (its configuration key), one of each structure first
+    by_time = sorted(((r.median_us("offline"), c.hash, c.params) for c, r in old if r.ok),
+                     key=lambda t: (t[0], repr(tuple(sorted(t[2].items())))))  # fmt: skip
     structure = FAMILIES["mma_ms"].structure
     by_time = [t for i, t in enumerate(by_time) if structure(t[2]) not in {structure(u[2]) for u in by_time[:i]}]
     cutoff = max(r.created for _, r in old)
