@@ -218,8 +218,8 @@ def test_every_shape_has_a_family_that_takes_it():
 @pytest.mark.parametrize("name", ["mma_ms", "mma_splitk"])
 def test_realigned_loads_are_for_rows_that_are_not_16_byte_aligned(name):
     fam = get_family(name)
-    odd, even, aligned = Shape(511, 513, 2047), Shape(300, 500, 700), Shape(1024, 1024, 1024)
-    assert fam.default_params(odd)["REALIGN"] == 1  # K odd: two-byte loads otherwise
+    small_odd, even, aligned = Shape(511, 513, 2047), Shape(300, 500, 700), Shape(1024, 1024, 1024)
+    assert fam.default_params(small_odd)["REALIGN"] == 0  # K odd but fewer than eight warps: two-byte loads
     assert fam.default_params(even)["REALIGN"] == 0  # K even: four-byte loads were faster
     good = fam.default_params(aligned)
     assert good["REALIGN"] == 0
@@ -229,4 +229,11 @@ def test_realigned_loads_are_for_rows_that_are_not_16_byte_aligned(name):
     # configurations archived before REALIGN existed render as they did
     before = {k: v for k, v in good.items() if k != "REALIGN"}
     assert fam.render(before) == fam.render(good) and "HG_REALIGN" not in fam.render(good).split("#ifndef")[0]
-    assert "#define HG_REALIGN 1" in fam.render(fam.default_params(odd))
+
+
+@pytest.mark.parametrize("shape", [(8191, 8191, 8191), (2047, 2047, 2047), (4096, 4096, 4095)])
+def test_k_odd_defaults_to_staged_blocks_in_eight_warp_tiles(shape):
+    fam = get_family("mma_ms")
+    p = fam.default_params(Shape(*shape))
+    assert (p["BM"], p["BN"], p["WARPS_M"] * p["WARPS_N"], p["KVEC"], p["REALIGN"]) == (256, 128, 8, 1, 1)
+    assert fam.check(p, Shape(*shape)) is None and "#define HG_REALIGN 1" in fam.render(p)

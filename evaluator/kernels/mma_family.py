@@ -61,11 +61,22 @@ def widest_kvec(K: int) -> int:
     return next(v for v in reversed(MMA_SPACE["KVEC"]) if rules.shape_violation(_kvec_probe(v), Shape(1, 1, K), "mma") is None)
 
 
-def realign_default(kvec: int) -> int:
-    """Staged, realigned blocks where K is odd (two-byte loads otherwise): on an H100, 13-43% faster with the same
-    tile (8191^3 at 1.10x of the best library, the narrow loads' best tile at 0.87x); where K is even (four-byte
-    loads) they ran at 0.74-0.95x of the narrow loads' speed (experiments/2026-11-27-realign)."""
-    return int(kvec == 1)
+def realign_default(kvec: int, warps: int) -> int:
+    """Staged, realigned blocks where K is odd and the tile has eight warps (the shift pass takes a row a thread);
+    two-byte loads otherwise. On an H100, with 256x128 and 128x256 tiles, 44-67% faster than two-byte loads (8191^3
+    1.23x of the best library against 0.75x); with 128x128 (four warps, two rows a thread) 18-25% slower; where K is
+    even (four-byte loads), 5-12% slower with eight warps (experiments/2026-11-27-realign)."""
+    return int(kvec == 1 and warps >= 8)
+
+
+# (BM, BN, WARPS_M, WARPS_N) the default takes where K is odd, fastest first (H100, experiments/2026-11-27-realign)
+STAGED_TILES = ((256, 128, 4, 2), (128, 256, 2, 4))
+
+
+def _staged_tile(M: int, N: int, sms: int) -> tuple[int, int, int, int] | None:
+    """The first STAGED_TILES tile with at least half a wave of CTAs and >= 75% useful output, or None."""
+    return next((t for t in STAGED_TILES if tile_efficiency(M, N, t[0], t[1]) >= 0.75
+                 and cdiv(M, t[0]) * cdiv(N, t[1]) * 2 >= sms), None)  # fmt: skip
 
 
 def _kvec_probe(kvec: int) -> Params:
@@ -142,11 +153,12 @@ class MmaFamily(InliningFamily):
 
     def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params:
         M, N, K = shape
-        bm, bn, wm, wn = _pick_tile(M, N, sm_count(gpu))
-        bk, stages = _pipeline(K, bm, bn)
         kvec = widest_kvec(K)
+        staged = _staged_tile(M, N, sm_count(gpu)) if kvec == 1 else None
+        bm, bn, wm, wn = staged or _pick_tile(M, N, sm_count(gpu))
+        bk, stages = _pipeline(K, bm, bn)
         return {"BM": bm, "BN": bn, "BK": bk, "WARPS_M": wm, "WARPS_N": wn, "STAGES": stages, "RASTER": 8,
-                "KVEC": kvec, "REALIGN": realign_default(kvec)}  # fmt: skip
+                "KVEC": kvec, "REALIGN": realign_default(kvec, wm * wn)}  # fmt: skip
 
 
 @dataclass
@@ -190,5 +202,5 @@ class MmaSplitKFamily(MmaFamily):
             "RASTER": 8,
             "SPLIT_K": split,
             "KVEC": widest_kvec(K),
-            "REALIGN": realign_default(widest_kvec(K)),
+            "REALIGN": realign_default(widest_kvec(K), wm * wn),
         }

@@ -101,6 +101,9 @@ HG_DEVICE void put_tile(uint32_t dst, const uint4 (&v)[tile_iters<ROWS>()], int 
 [[maybe_unused]] constexpr int RAW_CHUNKS = CHUNKS + 1;
 constexpr int RAW_ROW_BYTES = mma_rules::raw_row_bytes(P);
 
+// Byte offset of staged row r: rows of RAW_ROW_BYTES, 32 bytes of padding after every eight (see realign_tile).
+HG_DEVICE int raw_row(int r) { return r * RAW_ROW_BYTES + (r >> 3) * 32; }
+
 template <int ROWS>
 HG_DEVICE void raw_tile(uint32_t dst, const __half* src, int rows, int K, int r0, int k0, int tid) {
     constexpr int TOTAL = ROWS * RAW_CHUNKS;
@@ -114,41 +117,47 @@ HG_DEVICE void raw_tile(uint32_t dst, const __half* src, int rows, int K, int r0
             const uintptr_t first = reinterpret_cast<uintptr_t>(row + k0) & ~static_cast<uintptr_t>(15);
             const uintptr_t block = first + 16 * j;
             bool valid = gr < rows && k0 < K && block <= reinterpret_cast<uintptr_t>(row + last);
-            hg_cp_async16(dst + r * RAW_ROW_BYTES + j * 16, reinterpret_cast<const void*>(valid ? block : first), valid);
+            hg_cp_async16(dst + raw_row(r) + j * 16, reinterpret_cast<const void*>(valid ? block : first), valid);
         }
     }
 }
 
-// The staged blocks of a slice shifted into the swizzled tile the MMAs read: a chunk is five 4-byte words read
-// from the row's blocks at the shift rounded down to 4 bytes, and a byte permute for a remaining half; in the
-// last slice, halfs past K (the next row's) are zeroed.
+// The staged blocks of a slice shifted into the swizzled tile the MMAs read, a row a thread: its words read from
+// the row's blocks at the shift rounded down to 4 bytes (four a chunk, the next chunk's first kept), a byte permute
+// for a remaining half; in the last slice, halfs past K (the next row's) are zeroed. A warp reads word j of 32
+// consecutive rows at once; with the padding after every eight rows those fall on 32 distinct banks where K is
+// odd (a thread a chunk, eight rows of four chunks a warp, they met two to a bank: 18 M conflicts at
+// 4096x4096x4095).
 template <int ROWS>
 HG_DEVICE void realign_tile(uint32_t dst, uint32_t raw, const __half* src, int rows, int K, int r0, int k0, int tid) {
-    constexpr int TOTAL = ROWS * CHUNKS;
     const bool tail = k0 + BK > K;
     const unsigned base = static_cast<unsigned>(reinterpret_cast<uintptr_t>(src) & 15);
 #pragma unroll
-    for (int it = 0; it < tile_iters<ROWS>(); ++it) {
-        int i = it * THREADS + tid;
-        if (TOTAL % THREADS == 0 || i < TOTAL) {
-            int r = i / CHUNKS, c = i % CHUNKS, gr = r0 + r;
+    for (int it = 0; it < (ROWS + THREADS - 1) / THREADS; ++it) {
+        const int r = it * THREADS + tid, gr = r0 + r;
+        if (ROWS % THREADS == 0 || r < ROWS) {
             // byte offset of row gr's half k0 within its 16-byte block (unsigned products wrap; only 4 bits count)
             const unsigned shift = (base + 2u * (static_cast<unsigned>(gr < rows ? gr : 0) * static_cast<unsigned>(K) +
                                                  static_cast<unsigned>(k0))) & 15u;
-            const uint32_t at = raw + r * RAW_ROW_BYTES + c * 16 + (shift & 12u);
-            uint32_t w[5];
-#pragma unroll
-            for (int j = 0; j < 5; ++j) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w[j]) : "r"(at + 4 * j));
+            const uint32_t at = raw + raw_row(r) + (shift & 12u);
             const unsigned sel = (shift & 2u) ? 0x5432u : 0x3210u;
-            uint32_t out[4];
+            uint32_t w[5];
+            asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w[4]) : "r"(at));
 #pragma unroll
-            for (int j = 0; j < 4; ++j) out[j] = __byte_perm(w[j], w[j + 1], sel);
-            if (tail) {
-                const int left = K - (k0 + c * 8);
+            for (int c = 0; c < CHUNKS; ++c) {
+                w[0] = w[4];
 #pragma unroll
-                for (int j = 0; j < 4; ++j) out[j] = 2 * j >= left ? 0u : 2 * j + 1 == left ? (out[j] & 0xffffu) : out[j];
+                for (int j = 1; j < 5; ++j) asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(w[j]) : "r"(at + 16 * c + 4 * j));
+                uint32_t out[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) out[j] = __byte_perm(w[j], w[j + 1], sel);
+                if (tail) {
+                    const int left = K - (k0 + c * 8);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) out[j] = 2 * j >= left ? 0u : 2 * j + 1 == left ? (out[j] & 0xffffu) : out[j];
+                }
+                hg_st_shared16(dst + swz(r, c), make_uint4(out[0], out[1], out[2], out[3]));
             }
-            hg_st_shared16(dst + swz(r, c), make_uint4(out[0], out[1], out[2], out[3]));
         }
     }
 }
@@ -215,7 +224,7 @@ __global__ void __launch_bounds__(THREADS)
         // tiles one slice ahead of its MMAs. One barrier a slice: it makes slice i + 1's blocks and slice i's
         // tile visible to all, and it follows every thread's MMAs of slice i - 1 (whose tile the realign of
         // slice i + 1 overwrites) and its realign of slice i - 1 (whose raw stage the copies issued next refill).
-        constexpr int RAW_A = BM * RAW_ROW_BYTES, RAW_B = BN * RAW_ROW_BYTES;
+        constexpr int RAW_A = mma_rules::raw_tile_bytes(P, BM), RAW_B = mma_rules::raw_tile_bytes(P, BN);
         const uint32_t rA = sA, rB = rA + STAGES * RAW_A;
         const uint32_t tA = rB + STAGES * RAW_B, tB = tA + 2 * A_STAGE_BYTES;
 #pragma unroll
