@@ -101,8 +101,8 @@ HG_DEVICE void put_tile(uint32_t dst, const uint4 (&v)[tile_iters<ROWS>()], int 
 [[maybe_unused]] constexpr int RAW_CHUNKS = CHUNKS + 1;
 constexpr int RAW_ROW_BYTES = mma_rules::raw_row_bytes(P);
 
-// Byte offset of staged row r: rows of RAW_ROW_BYTES, 32 bytes of padding after every eight (see realign_tile).
-HG_DEVICE int raw_row(int r) { return r * RAW_ROW_BYTES + (r >> 3) * 32; }
+// Byte offset of staged row r: rows of RAW_ROW_BYTES, padding after every eight (see realign_tile).
+HG_DEVICE int raw_row(int r) { return r * RAW_ROW_BYTES + (r >> 3) * mma_rules::raw_pad_bytes(P); }
 
 template <int ROWS>
 HG_DEVICE void raw_tile(uint32_t dst, const __half* src, int rows, int K, int r0, int k0, int tid) {
@@ -126,8 +126,8 @@ HG_DEVICE void raw_tile(uint32_t dst, const __half* src, int rows, int K, int r0
 // the row's blocks at the shift rounded down to 4 bytes (four a chunk, the next chunk's first kept), a byte permute
 // for a remaining half; in the last slice, halfs past K (the next row's) are zeroed. A warp reads word j of 32
 // consecutive rows at once; with the padding after every eight rows those fall on 32 distinct banks where K is
-// odd (a thread a chunk, eight rows of four chunks a warp, they met two to a bank: 18 M conflicts at
-// 4096x4096x4095).
+// odd, at most two to a bank where K is even (a thread a chunk, eight rows of four chunks a warp, they met two to
+// a bank where K is odd: 18 M conflicts at 4096x4096x4095).
 template <int ROWS>
 HG_DEVICE void realign_tile(uint32_t dst, uint32_t raw, const __half* src, int rows, int K, int r0, int k0, int tid) {
     const bool tail = k0 + BK > K;

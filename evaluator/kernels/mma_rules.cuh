@@ -28,9 +28,11 @@ constexpr int register_estimate(const Params& p) {
 constexpr int register_budget(const Params& p) { return 65536 / threads(p) < 255 ? 65536 / threads(p) : 255; }
 // REALIGN 1 stages each row's aligned 16-byte blocks (one more than the slice's chunks) and realigns a slice
 // into one of two swizzled tiles the MMAs read.
-// 32 bytes of padding after every eight staged rows keep the shift pass's reads on distinct banks where K is odd.
+// Padding after every eight staged rows spreads the shift pass's reads over the banks: 32 bytes where K is odd
+// (every read on its own bank), 16 where K is even (at most two a bank).
 constexpr int raw_row_bytes(const Params& p) { return (p.bk / 8 + 1) * 16; }
-constexpr int raw_tile_bytes(const Params& p, int rows) { return rows * raw_row_bytes(p) + rows / 8 * 32; }
+constexpr int raw_pad_bytes(const Params& p) { return p.kvec == 1 ? 32 : 16; }
+constexpr int raw_tile_bytes(const Params& p, int rows) { return rows * raw_row_bytes(p) + rows / 8 * raw_pad_bytes(p); }
 constexpr int pipe_bytes(const Params& p) {
   return p.realign ? p.stages * (raw_tile_bytes(p, p.bm) + raw_tile_bytes(p, p.bn)) + 2 * (p.bm + p.bn) * p.bk * 2
                         : p.stages * (p.bm + p.bn) * p.bk * 2;
