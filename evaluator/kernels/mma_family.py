@@ -65,7 +65,7 @@ def realign_default(kvec: int, warps: int) -> int:
     """Staged, realigned blocks where K is odd and the tile has eight warps (the shift pass takes a row a thread);
     two-byte loads otherwise. On an H100, with 256x128 and 128x256 tiles, 44-67% faster than two-byte loads (8191^3
     1.23x of the best library against 0.75x); with 128x128 (four warps, two rows a thread) 18-25% slower; where K is
-    even (four-byte loads), 5-12% slower with eight warps (experiments/2026-11-27-realign)."""
+    even (four-byte loads), 2-10% slower with eight warps (experiments/2026-11-27-realign)."""
     return int(kvec == 1 and warps >= 8)
 
 
