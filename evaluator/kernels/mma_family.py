@@ -4,10 +4,11 @@ partials in the workspace, then a reduction kernel); both render `mma_ms.cu`.
 - Their rules and resource formulas (warp tiles, accumulators, threads, the register estimate, shared memory,
   K alignment, the workspace split-K needs) are written once, in mma_rules.cuh: the template includes it and
   `check` reads it through its host build (evaluator/kernels/rules.py).
-- `render` defines every parameter (SPLIT_K=1 for `mma_ms`).
+- `render` defines every parameter (SPLIT_K=1 for `mma_ms`), but REALIGN 0 (see `render`).
 - `default_params` is a heuristic: the largest tile that still fills about one wave of SMs without padding
   more than a quarter of the output, and for split-K the smallest split that fills a wave while every split
-  keeps a useful share of K.
+  keeps a useful share of K. Where K is odd, mma_ms takes an eight-warp tile with staged, realigned rows
+  (`STAGED_TILES`, `realign_default`) if it gives half a wave.
 """
 
 from __future__ import annotations
