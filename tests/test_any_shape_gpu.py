@@ -3,7 +3,8 @@ evaluator (its check of every element against a float64 reference, outputs poiso
 
 wgmma takes any M and N, K multiples of 8: partial tiles in every dimension, in each of its store paths (TMA
 store, register stores, split-K partials, DSMEM reduction, stream-K). mma_ms, mma_splitk and small take any K
-through KVEC (mma_ms and mma_splitk with narrow loads or staged, realigned blocks); gemv any N and K for M <= 4. Run: `pytest -m gpu tests/test_any_shape_gpu.py -s` (prints a table).
+through KVEC (mma_ms and mma_splitk with narrow loads or staged, realigned blocks); gemv any N and K for M <= 4.
+Run: `pytest -m gpu tests/test_any_shape_gpu.py -s` (prints a table).
 """
 
 from __future__ import annotations

@@ -193,6 +193,7 @@ class MmaSplitKFamily(MmaFamily):
             choice = (t, usable[-1] if usable else 2)
         (bm, bn, wm, wn), split = choice
         bk, stages = _pipeline(cdiv(K, split), bm, bn)
+        kvec = widest_kvec(K)
         return {
             "BM": bm,
             "BN": bn,
@@ -202,6 +203,6 @@ class MmaSplitKFamily(MmaFamily):
             "STAGES": stages,
             "RASTER": 8,
             "SPLIT_K": split,
-            "KVEC": widest_kvec(K),
-            "REALIGN": realign_default(widest_kvec(K), wm * wn),
+            "KVEC": kvec,
+            "REALIGN": realign_default(kvec, wm * wn),
         }
