@@ -107,7 +107,17 @@ CONFIGS: dict[str, dict] = {
     "m192_wide": {**_BASE, "bm": 192, "bn": 192, "consumers": 3, "stages": 3},
     "m192_wide_cl2": {**_BASE, "bm": 192, "bn": 192, "consumers": 3, "stages": 3, "cluster_m": 2},
     "m192_n64": {**_BASE, "bm": 192, "bn": 64, "consumers": 3, "stages": 6},
+    # widths between the powers of two (any multiple of 16): 256-row cooperative tiles of 144 columns, 224
+    # columns with C in 32-column panels, ping-pong 176, one consumer 80; the transposed product 16 and 48 wide
+    "w256x144_cl2": {**_BASE, "bm": 256, "bn": 144, "stages": 4, "epilogue": 0, "cluster_m": 2},
+    "w224_panels_cl2": {**_BASE, "bn": 224, "stages": 4, "cluster_m": 2, "epi_panels": 2},
+    "w176_pp_cl2": {**_BASE, "bn": 176, "stages": 4, "pingpong": 1, "epilogue": 0, "cluster_m": 2},
+    "m64n80_cl2": {**_BASE, "bm": 64, "bn": 80, "consumers": 1, "stages": 8, "epilogue": 0, "cluster_m": 2},
+    "swap16_splitk4": {**_BASE, "bm": 64, "bn": 16, "consumers": 1, "stages": 8, "epilogue": 0, "swap_ab": 1,
+                       "split_k": 4},
+    "swap48": {**_BASE, "bm": 64, "bn": 48, "consumers": 1, "stages": 8, "epilogue": 0, "swap_ab": 1},
 }  # fmt: skip
+WIDTHS = ["w256x144_cl2", "w224_panels_cl2", "w176_pp_cl2", "m64n80_cl2", "swap16_splitk4", "swap48"]
 SMS = 132
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hgemm.evaluator.kernels import rules, wgmma_family
 from hgemm.evaluator.kernels.wgmma_family import (
     FAMILIES,
     HOPPER_SMEM_OPTIN,
@@ -203,16 +204,18 @@ def test_short_k_many_tiles_defaults_to_pingpong(shape):
     ("shape", "tile"),
     [
         ((1000, 4608, 3584), (128, 160, 1)),  # 232 tiles of 128x160 in two waves, 128x192 would need 2 of 192
-        ((1000, 14336, 4096), (128, 192, 1)),
-        ((1000, 3584, 14336), (128, 256, 0)),  # one wave of 128x256
+        ((1000, 14336, 4096), (128, 224, 0)),  # four waves of 128x224 where 128x192 needs five (K of 64 boxes)
+        ((1000, 3584, 14336), (128, 224, 0)),  # one wave of 128x224 (128 tiles) rather than of 128x256 (112)
+        ((1000, 3584, 2048), (128, 256, 0)),  # K of 32 boxes: no 128x224
         ((4096, 1408, 2048), (128, 192, 1)),
         ((12288, 4096, 512), (128, 192, 1)),  # as before: 128x192 where it needs no more columns of waves
         ((4096, 4096, 4096), (128, 256, 0)),
     ],
 )
 def test_paired_128_row_tiles_default_to_a_cluster(shape, tile):
-    """An even count of 128-row tiles: each pair a 2x1 cluster, whichever of 128x192, 128x256, 128x160 and
-    128x128 takes the least estimated time (H100, experiments/2026-11-27-m1000-tiles)."""
+    """An even count of 128-row tiles: each pair a 2x1 cluster, whichever of 128x192, 128x256, 128x224 (K of 64
+    boxes or more), 128x160 and 128x128 takes the least estimated time (H100, experiments/2026-11-27-m1000-tiles,
+    -widths)."""
     p = FAMILY.default_params(Shape(*shape), H100)
     assert (p["bm"], p["bn"], p["pingpong"]) == tile and p["cluster_m"] == 2 and p["epi_panels"] == 2
     assert FAMILY.check(p, Shape(*shape), H100) is None
@@ -349,7 +352,6 @@ def test_wide_outputs_one_wave_of_8192_element_tiles_cover_go_unsplit(shape, exp
         ((512, 1024, 4096), (64, 64, 2, 1, 0)),  # unsplit before a split with as many CTAs
         ((512, 512, 12288), (64, 128, 2, 4, 0)),  # long slices: the wider tile, 0.89x against 0.76x
         ((64, 4096, 8192), (64, 128, 1, 4, 0)),  # one row of tiles, beyond the one-row rule's K: 4 slices
-        ((16, 4608, 3584), (64, 128, 1, 3, 1)),
     ],
 )
 def test_few_tile_shapes_take_narrow_tiles_with_deep_rings(shape, expect):
@@ -372,7 +374,6 @@ def test_few_tile_shapes_take_narrow_tiles_with_deep_rings(shape, expect):
         ((64, 2048, 4096), (32, 2, 0)),  # 6.40 us, unsplit 8.30
         ((64, 1024, 2048), (32, 2, 0)),  # 4.69 us, unsplit 4.84
         ((64, 8192, 2048), (64, 1, 1)),  # 7.45 us, 64x32 in two waves 9.14
-        ((16, 2048, 1408), (32, 1, 1)),  # fewer rows, the same one row of tiles
     ],
 )
 def test_one_row_of_tiles_takes_64x32_tiles_with_128_deep_stages(shape, expect):
@@ -681,3 +682,70 @@ def test_default_tuning_sets_both_parameters_a_configuration_predates():
     assert FAMILY.default_tuning(old, only_absent=True, shape=Shape(64, 4096, 448)) == {**old, "warp_producer": 1}
     assert FAMILY.default_tuning(old, only_absent=True, shape=Shape(64, 4096, 512))["stage_k"] == 128
     assert FAMILY.default_tuning({**narrow, "stage_k": 128}, shape=Shape(64, 4096, 256))["stage_k"] == 64
+
+
+@pytest.mark.parametrize(
+    ("shape", "bn", "split"),
+    [
+        ((16, 1408, 2048), 16, 4),  # 22 column tiles: four slices of 8 k-blocks
+        ((16, 4608, 3584), 16, 1),  # 72 tiles: two slices would take 144 CTAs
+        ((16, 2048, 1408), 16, 2),  # 32 tiles, 22 k-blocks: two slices of 11
+        ((16, 4096, 14336), 16, 2),
+        ((7, 14336, 4096), 16, 1),
+        ((33, 11008, 4096), 48, 1),
+        ((48, 64, 64), 48, 1),
+    ],
+)
+def test_outputs_of_at_most_48_rows_default_to_the_narrow_transposed_product(shape, bn, split):
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert (p["bm"], p["bn"], p["swap_ab"], p["split_k"], p["epilogue"]) == (64, bn, 1, split, 0)
+    assert FAMILY.check(p, Shape(*shape), H100) is None
+
+
+def test_outputs_of_49_rows_or_more_keep_the_other_rules():
+    p = FAMILY.default_params(Shape(64, 4096, 4096), H100)
+    assert p.get("swap_ab", 0) == 0 and p["bn"] in (32, 64)
+
+
+@pytest.mark.parametrize(
+    ("shape", "split"),
+    [((1024, 1024, 16384), 2), ((512, 1024, 16384), 4), ((1024, 1024, 8192), 2), ((512, 2048, 12288), 2)],
+)
+def test_few_tiles_and_a_long_k_default_to_split_128x128_pairs(shape, split):
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert (p["bm"], p["bn"], p["pingpong"], p["cluster_m"], p["split_k"]) == (128, 128, 1, 2, split)
+    assert FAMILY.check(p, Shape(*shape), H100) is None
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 16384), (1024, 1024, 4096), (384, 1024, 16384)])
+def test_long_k_split_needs_half_the_sms_64_k_blocks_a_slice_and_pairs(shape):
+    """16 CTAs at most (256x256), 32 k-blocks a slice (K = 4096), an odd count of tile rows (384)."""
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert not ((p["bm"], p["bn"], p["pingpong"]) == (128, 128, 1) and p["split_k"] > 1 and p["cluster_m"] == 2)
+
+
+@pytest.mark.parametrize("bn", range(16, 257, 16))
+def test_any_width_that_is_a_multiple_of_16_is_valid(bn):
+    p = FAMILY.repair({**FAMILY.default_params(Shape(4096, 4096, 4096), H100), "bn": bn, "bm": 128,
+                       "consumers": 2, "pingpong": 0})  # fmt: skip
+    assert FAMILY.check(p, Shape(4096, 4096, 4096), H100) is None
+    assert p["epilogue"] == (1 if bn % 32 == 0 else 0)  # C panels of 32 or 64 columns
+
+
+@pytest.mark.parametrize("bn", [8, 24, 264])
+def test_widths_off_the_16_grid_are_refused(bn):
+    assert rules.violation({**wgmma_family.OPTIONAL, **FAMILY.default_params(Shape(4096, 4096, 4096), H100),
+                            "bn": bn}, "wgmma")  # fmt: skip
+
+
+def test_the_tma_store_needs_widths_in_32_column_panels():
+    p = {**wgmma_family.OPTIONAL, **FAMILY.default_params(Shape(4096, 4096, 4096), H100), "bn": 144}
+    assert "32" in rules.violation({**p, "epilogue": 1, "epi_panels": 0}, "wgmma")
+    assert rules.violation({**p, "epilogue": 0, "epi_panels": 0}, "wgmma") is None
+
+
+def test_two_cooperative_consumers_hold_up_to_192_accumulators():
+    base = {**wgmma_family.OPTIONAL, **FAMILY.default_params(Shape(4096, 4096, 4096), H100), "epilogue": 0,
+            "epi_panels": 0, "bm": 256, "consumers": 2, "pingpong": 0}  # fmt: skip
+    assert rules.violation({**base, "bn": 192}, "wgmma") is None
+    assert "accumulator" in rules.violation({**base, "bn": 208}, "wgmma")

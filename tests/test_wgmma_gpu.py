@@ -44,3 +44,17 @@ def test_paired_cluster_defaults_correct_with_a_partial_last_row_of_tiles():
     assert [(p["bn"], p["cluster_m"]) for p in defaults] == [(160, 2), (128, 2), (256, 2)]
     rows = check_wgmma.run_raw(shapes, names=[])
     assert [(r["config"], r["status"]) for r in rows] == [("default", "ok")] * 3, rows
+
+
+def test_widths_between_powers_of_two_correct_on_ragged_shapes():
+    """Tiles of 144, 224, 176, 80, 16 and 48 columns (`check_wgmma.WIDTHS`), where M and N leave partial tiles and
+    K a partial k-block: 77 x 1000 x 520, 1000 x 2056 x 1032, 16 x 1000 x 2056; and the defaults there."""
+    import torch
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma kernels need a compute capability 9.x GPU")
+    shapes = [(77, 1000, 520), (1000, 2056, 1032), (16, 1000, 2056)]
+    rows = check_wgmma.run_raw(shapes, names=check_wgmma.WIDTHS)
+    assert len(rows) == len(shapes) * (len(check_wgmma.WIDTHS) + 1), rows
+    bad = [(r["config"], r["M"], r["N"], r["K"], r["status"], r["message"]) for r in rows if r["status"] != "ok"]
+    assert not bad, bad

@@ -26,7 +26,9 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
 SPACE: dict[str, tuple] = {
     "bm": (64, 128, 192, 256),
-    "bn": (32, 64, 128, 160, 192, 256),
+    # any multiple of 16: widths between the powers of two fit a shape's columns to whole waves (cuBLAS on the
+    # H100 runs 256x144, 256x112, 64x80 and 128x88 tiles on shapes of shapes-real; experiments/2026-11-27-widths)
+    "bn": tuple(range(16, 257, 16)),
     "stages": (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16),
     "consumers": (1, 2, 3),
     "group_m": (1, 2, 4, 8, 16),
@@ -57,12 +59,20 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 
 # 0.95-1.02 and 0.92-1.01 of 128x256's rate, 128x128 ping-pong 0.85-0.93; unclustered, the 128-row tiles lost a
 # median 15-24% wherever there was more than one wave). 128x192 first and at 128x256's rate: where it needs no
 # more columns of waves, it is the one (H100: 3-7% faster on five of six large shapes).
-PAIRED_TILES = {192: (1, 1.0), 256: (0, 1.0), 160: (1, 0.96), 128: (1, 0.90)}  # bn -> (pingpong, efficiency)
+# 128x224, cooperative (C in 32-column panels), only where K has at least WIDE_PAIR_MIN_K_BLOCKS boxes: there it
+# runs at 0.95 of 128x256's rate per element and fits the columns to fewer waves (H100, against the default:
+# 1000x3584x14336 146.7 -> 135.5 us, 1000x14336x4096 168.8 -> 163.2, 200x13824x5120 60.8 -> 59.8; at 2560^3, K of
+# 40 boxes, 128x208 without the TMA store lost, 52.4 -> 57.1; experiments/2026-11-27-widths).
+PAIRED_TILES = {192: (1, 1.0), 256: (0, 1.0), 224: (0, 0.95), 160: (1, 0.96), 128: (1, 0.90)}  # bn -> (pingpong, efficiency)
+WIDE_PAIR_MIN_K_BLOCKS = 64
 # Except 128x128 where C is at most 256 wide or K at most 512: there the cluster and the ping-pong consumers lost
 # to the unclustered 128x128 tile (H100, the old default against the new on the 107 shapes the rule changed,
 # experiments/2026-11-27-m1000-tiles/README.md: on those 51 shapes the paired tile ran at 0.983x the unclustered
 # one's speed in both modes, geometric mean, down to 0.90x; on the other 38 shapes of 128x128, 1.12x and 1.08x).
 PAIRED_128_MAX_N, PAIRED_128_MAX_K = 256, 512
+# Outputs at most this many rows take the transposed product with C's rows as the kernel's 16-48 columns
+# (`_narrow_swapped`).
+SWAP_NARROW_MAX_M = 48
 
 
 # What the analytic model (agent/model.py) cannot see in this kernel, as multiplicative time factors per
@@ -216,7 +226,8 @@ class WgmmaFamily(Family):
         C (epilogue=0), split_dsmem only with a split (and then one CTA per unit, no multicast, no
         ping-pong), stream-K instead of split-K and only with persistent cooperative consumers, ping-pong
         with two consumers, three consumers exactly for 192-row tiles (64 rows each, at most 192 columns: a
-        move from 128x256 lands on 192x128), and the deepest ring <= `stages` that fits."""
+        move from 128x256 lands on 192x128), C from the registers where the width is not whole 32-column
+        panels, and the deepest ring <= `stages` that fits."""
         p = {**OPTIONAL, **params}
         if p["swap_ab"]:  # C stored transposed from the registers or the workspace
             p.update(epilogue=0, split_dsmem=0, stream_k=0, pingpong=0)
@@ -225,6 +236,8 @@ class WgmmaFamily(Family):
         if p["split_k"] == 1:
             p["split_dsmem"] = 0
         else:
+            p["epilogue"] = 0
+        if p["bn"] % 32:  # C panels of the TMA store are 32 or 64 columns
             p["epilogue"] = 0
         if not p["epilogue"]:
             p["epi_panels"] = 0
@@ -271,14 +284,15 @@ class WgmmaFamily(Family):
           128-row classes are PAIRED_TILES, each pair a 2x1 cluster with multicast Bt and C through the
           two-panel ring: 128x192 ping-pong where it needs no more columns of waves than 128x256 (H100: 3-7%
           faster on five of six large shapes), 128x256 (0.97-0.98x cuBLAS at 4096^3 and 8192x8192x4096),
-          128x160 and 128x128 ping-pong (experiments/2026-11-27-m1000-tiles), except a 128x128 pick where C
+          128x224 where K has WIDE_PAIR_MIN_K_BLOCKS boxes, 128x160 and 128x128 ping-pong (experiments/2026-11-27-m1000-tiles), except a 128x128 pick where C
           is at most PAIRED_128_MAX_N wide or K at most PAIRED_128_MAX_K. Otherwise TILE_CLASSES,
           unclustered (128x256: 1.0, 128x128: 0.8, 64x128: 0.55, 64x64: 0.43, from 4096^3 and
           8192x8192x4096); 128-row tiles use two consumers, 64-row one.
         - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
+        - C of at most SWAP_NARROW_MAX_M rows: the transposed product 16-48 wide (`_narrow_swapped`).
         - One row of 64-row tiles (M <= 64), N 1024-8192, K 512-4096: `_one_row`.
-        - Too few tiles for the SMs and a long K: `_few_tiles`; taller outputs 256 or more wide, the
-          transposed product (`_tall_swapped`).
+        - Too few tiles for the SMs and a long K: split 128x128 pairs (`_long_k_split`), else `_few_tiles`;
+          taller outputs 256 or more wide, the transposed product (`_tall_swapped`).
         """
         M, N, K = shape
         sms = gpu.sm_count if gpu is not None and gpu.sm_count else 132
@@ -291,7 +305,8 @@ class WgmmaFamily(Family):
             fits = [(bm, bn, c, -(-M // bm) * -(-N // bn)) for bm, bn, c in TILE_CLASSES]
             fits = [f for f in fits if not (paired and f[0] == 128)]
             fits += [(128, bn, 2, -(-M // 128) * -(-N // bn)) for bn in PAIRED_TILES
-                     if paired and bn <= 64 * -(-N // 64)]  # fmt: skip  (a tile wider than C multiplies zero fill)
+                     if paired and bn <= 64 * -(-N // 64)  # a tile wider than C multiplies zero fill
+                     and (bn != 224 or k_blocks >= WIDE_PAIR_MIN_K_BLOCKS)]  # fmt: skip
 
             def est(fit: tuple[int, int, int, int]) -> float:
                 bm, bn, _, tiles = fit
@@ -326,6 +341,8 @@ class WgmmaFamily(Family):
             return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
 
         rings = (8, 7, 6, 5, 4, 3, 2)
+        if M <= SWAP_NARROW_MAX_M:
+            return deepest({**base, **self._narrow_swapped(M, N, k_blocks, sms)}, rings)
         one_row = self._one_row(M, N, k_blocks, sms)
         if one_row is not None:
             return deepest({**base, **one_row}, (16, 14, 12, 10, *rings))
@@ -334,11 +351,38 @@ class WgmmaFamily(Family):
             chosen = swapped and deepest({**base, **swapped}, (16, 14, 12, 10, 8))
             if chosen:
                 return chosen
-            few = self._few_tiles(M, N, k_blocks, sms)
+            few = self._long_k_split(M, N, k_blocks, sms) or self._few_tiles(M, N, k_blocks, sms)
             if few is not None:
                 params = {**base, **few}
                 rings = (16, 14, 12, 10, *rings)  # few CTAs per SM: the deepest ring that fits
         return deepest(params, rings)
+
+    def _narrow_swapped(self, M: int, N: int, k_blocks: int, sms: int) -> Params:
+        """For C of at most SWAP_NARROW_MAX_M rows: the transposed product in 64 x (M rounded up to 16) tiles (the
+        kernel's rows along C's columns), the most slices with one CTA per SM at most and 8 k-blocks a slice,
+        summed through the workspace. H100 against the defaults before it (offline us; experiments/
+        2026-11-27-widths): 16x1408x2048 6.45 -> 4.17 (split 4), 16x4608x3584 13.46 -> 9.81, 16x6144x4096 21.91
+        -> 19.58, 16x8192x3584 22.68 -> 21.99, 16x4096x14336 44.25 -> 42.41 (split 2; unsplit 41.37),
+        7x14336x4096 42.47 -> 41.05; 33x11008x4096 (48 columns) 34.17 against 34.33. Outputs of 49-64 rows keep
+        the other rules (measured on one shape only: 64x4096x16384, 64x64 swapped 0.98x against 0.92x)."""
+        tiles = -(-N // 64)
+        split = max(s for s in self.space["split_k"] if s == 1 or (tiles * s <= sms and k_blocks // s >= 8))
+        return {"bm": 64, "bn": 16 * -(-M // 16), "consumers": 1, "split_k": split, "epilogue": 0, "swap_ab": 1}
+
+    def _long_k_split(self, M: int, N: int, k_blocks: int, sms: int) -> Params | None:
+        """For a few-tile output in an even count of 128-row tiles and a long K: 128x128 ping-pong pairs, the most
+        slices (at least two) with one CTA per SM at most and 64 k-blocks a slice, if they fill half the SMs;
+        else None. H100 (experiments/2026-11-27-widths): 1024x1024x16384 69.2 -> 54.1 us (split 2; the library
+        53.6), 512x1024x16384 44.7 -> 33.0 (split 4), against 64x128 and 64x64 pairs unsplit."""
+        rows = -(-M // 128)
+        if rows % 2 or N < 256:
+            return None
+        tiles = rows * -(-N // 128)
+        splits = [s for s in self.space["split_k"] if s > 1 and tiles * s <= sms and k_blocks // s >= 64]
+        if not splits or tiles * max(splits) * 2 < sms:
+            return None
+        return {"bm": 128, "bn": 128, "consumers": 2, "pingpong": 1, "cluster_m": 2, "split_k": max(splits),
+                "epilogue": 0}  # fmt: skip
 
     @staticmethod
     def _one_row(M: int, N: int, k_blocks: int, sms: int) -> Params | None:

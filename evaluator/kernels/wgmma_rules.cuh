@@ -34,15 +34,15 @@ constexpr int p_bytes(const Params& p) { return dsmem(p) ? p.bm * p_ld(p) * 4 : 
 constexpr int off_bar(const Params& p) { return off_c(p) + c_bytes(p) > p_bytes(p) ? off_c(p) + c_bytes(p) : p_bytes(p); }
 constexpr int smem_bytes(const Params& p) { return off_bar(p) + (2 * p.stages + 2) * 8 + 1024; }
 constexpr int accumulators(const Params& p) { return m_iters(p) * p.bn / 2; }  // fp32 per consumer thread
-// A ping-pong consumer holds its whole tile (up to 128 x 192; setmaxnreg gives it 232 registers); three
-// consumers (192-row tiles) get 160 registers each.
-constexpr int max_accumulators(const Params& p) { return p.pingpong ? 192 : p.consumers == 3 ? 96 : 128; }
+// Two consumers get 232 registers each from setmaxnreg: a ping-pong consumer holds its whole tile (up to
+// 128 x 192), a cooperative one its share (up to 128 x 192 of a 256-row tile; ptxas: no spills at 256x192);
+// three consumers (192-row tiles) get 160 registers each.
+constexpr int max_accumulators(const Params& p) { return p.consumers == 2 ? 192 : p.consumers == 3 ? 96 : 128; }
 
 // The first structural rule `p` breaks, or nullptr.
 constexpr const char* violation(const Params& p) {
   if (!(p.bm == 64 || p.bm == 128 || p.bm == 192 || p.bm == 256)) return "BM must be 64, 128, 192 or 256";
-  if (!(p.bn == 32 || p.bn == 64 || p.bn == 128 || p.bn == 160 || p.bn == 192 || p.bn == 256))
-    return "BN must be 32, 64, 128, 160, 192 or 256";
+  if (p.bn < 16 || p.bn > 256 || p.bn % 16) return "BN must be a multiple of 16 from 16 to 256";
   if (p.stages < 2) return "at least two ring stages";
   if (p.consumers < 1 || p.consumers > 3) return "one to three consumer warpgroups";
   if (p.cluster_m != 1 && p.cluster_m != 2) return "CLUSTER_M must be 1 or 2";
@@ -53,6 +53,7 @@ constexpr const char* violation(const Params& p) {
   if (p.split_dsmem && (p.persistent || p.cluster_m != 1 || p.pingpong || p.consumers > 2))
     return "split_dsmem runs one CTA per (tile, slice): persistent=0, cluster_m=1, pingpong=0, consumers <= 2";
   if (p.split_k > 1 && p.epilogue) return "split-K writes fp32 partials directly: epilogue=0";
+  if (p.epilogue && p.bn % 32) return "the TMA-store epilogue stores C in 32- or 64-column panels: BN a multiple of 32";
   if (p.epi_panels && (!p.epilogue || p.split_k > 1)) return "epi_panels stages C panels for the TMA store: epilogue=1, split_k=1";
   if (p.stream_k && (!p.persistent || p.split_k > 1 || p.pingpong || p.consumers > 2))
     return "stream_k needs persistent=1, split_k=1, pingpong=0, consumers <= 2";
