@@ -702,9 +702,12 @@ def test_outputs_of_at_most_48_rows_default_to_the_narrow_transposed_product(sha
     assert FAMILY.check(p, Shape(*shape), H100) is None
 
 
-def test_outputs_of_49_rows_or_more_keep_the_other_rules():
-    p = FAMILY.default_params(Shape(64, 4096, 4096), H100)
-    assert p.get("swap_ab", 0) == 0 and p["bn"] in (32, 64)
+@pytest.mark.parametrize("shape", [(64, 4096, 4096), (4, 4096, 4096), (1, 6144, 4096)])
+def test_outputs_of_49_rows_or_more_or_of_4_or_fewer_keep_the_other_rules(shape):
+    """49 rows or more: the one-row rule; 4 or fewer: the gemv family's shapes, where the narrow transposed product
+    was not measured."""
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert p.get("swap_ab", 0) == 0 and p["bn"] in (32, 64, 128)
 
 
 @pytest.mark.parametrize(

@@ -70,9 +70,10 @@ WIDE_PAIR_MIN_K_BLOCKS = 64
 # experiments/2026-11-27-m1000-tiles/README.md: on those 51 shapes the paired tile ran at 0.983x the unclustered
 # one's speed in both modes, geometric mean, down to 0.90x; on the other 38 shapes of 128x128, 1.12x and 1.08x).
 PAIRED_128_MAX_N, PAIRED_128_MAX_K = 256, 512
-# Outputs at most this many rows take the transposed product with C's rows as the kernel's 16-48 columns
-# (`_narrow_swapped`).
-SWAP_NARROW_MAX_M = 48
+# Outputs of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows take the transposed product with C's rows as the kernel's
+# 16-48 columns (`_narrow_swapped`; measured at M = 7-33). M <= 4 is the gemv family's, ahead of the libraries
+# there; the tensor-core default for it keeps the other rules.
+SWAP_NARROW_MIN_M, SWAP_NARROW_MAX_M = 5, 48
 
 
 # What the analytic model (agent/model.py) cannot see in this kernel, as multiplicative time factors per
@@ -289,7 +290,7 @@ class WgmmaFamily(Family):
           unclustered (128x256: 1.0, 128x128: 0.8, 64x128: 0.55, 64x64: 0.43, from 4096^3 and
           8192x8192x4096); 128-row tiles use two consumers, 64-row one.
         - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
-        - C of at most SWAP_NARROW_MAX_M rows: the transposed product 16-48 wide (`_narrow_swapped`).
+        - C of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows: the transposed product 16-48 wide (`_narrow_swapped`).
         - One row of 64-row tiles (M <= 64), N 1024-8192, K 512-4096: `_one_row`.
         - Too few tiles for the SMs and a long K: split 128x128 pairs (`_long_k_split`), else `_few_tiles`;
           taller outputs 256 or more wide, the transposed product (`_tall_swapped`).
@@ -341,7 +342,7 @@ class WgmmaFamily(Family):
             return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
 
         rings = (8, 7, 6, 5, 4, 3, 2)
-        if M <= SWAP_NARROW_MAX_M:
+        if SWAP_NARROW_MIN_M <= M <= SWAP_NARROW_MAX_M:
             return deepest({**base, **self._narrow_swapped(M, N, k_blocks, sms)}, rings)
         one_row = self._one_row(M, N, k_blocks, sms)
         if one_row is not None:
@@ -358,7 +359,7 @@ class WgmmaFamily(Family):
         return deepest(params, rings)
 
     def _narrow_swapped(self, M: int, N: int, k_blocks: int, sms: int) -> Params:
-        """For C of at most SWAP_NARROW_MAX_M rows: the transposed product in 64 x (M rounded up to 16) tiles (the
+        """For C of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows: the transposed product in 64 x (M rounded up to 16) tiles (the
         kernel's rows along C's columns), the most slices with one CTA per SM at most and 8 k-blocks a slice,
         summed through the workspace. H100 against the defaults before it (offline us; experiments/
         2026-11-27-widths): 16x1408x2048 6.45 -> 4.17 (split 4), 16x4608x3584 13.46 -> 9.81, 16x6144x4096 21.91
