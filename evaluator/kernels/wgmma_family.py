@@ -63,16 +63,17 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 
 # runs at 0.95 of 128x256's rate per element and fits the columns to fewer waves (H100, against the default:
 # 1000x3584x14336 146.7 -> 135.5 us, 1000x14336x4096 168.8 -> 163.2, 200x13824x5120 60.8 -> 59.8; at 2560^3, K of
 # 40 boxes, 128x208 without the TMA store lost, 52.4 -> 57.1; experiments/2026-11-27-widths).
-PAIRED_TILES = {192: (1, 1.0), 256: (0, 1.0), 224: (0, 0.95), 160: (1, 0.96), 128: (1, 0.90)}  # bn -> (pingpong, efficiency)
+# bn -> (pingpong, efficiency)
+PAIRED_TILES = {192: (1, 1.0), 256: (0, 1.0), 224: (0, 0.95), 160: (1, 0.96), 128: (1, 0.90)}
 WIDE_PAIR_MIN_K_BLOCKS = 64
 # Except 128x128 where C is at most 256 wide or K at most 512: there the cluster and the ping-pong consumers lost
 # to the unclustered 128x128 tile (H100, the old default against the new on the 107 shapes the rule changed,
 # experiments/2026-11-27-m1000-tiles/README.md: on those 51 shapes the paired tile ran at 0.983x the unclustered
 # one's speed in both modes, geometric mean, down to 0.90x; on the other 38 shapes of 128x128, 1.12x and 1.08x).
 PAIRED_128_MAX_N, PAIRED_128_MAX_K = 256, 512
-# Outputs of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows take the transposed product with C's rows as the kernel's
-# 16-48 columns (`_narrow_swapped`; measured at M = 7-33). M <= 4 is the gemv family's, ahead of the libraries
-# there; the tensor-core default for it keeps the other rules.
+# Outputs of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows take the transposed product with C's rows as the
+# kernel's 16-48 columns (`_narrow_swapped`; measured at M = 7-33). M <= 4 is the gemv family's, ahead of the
+# libraries there; the tensor-core default for it keeps the other rules.
 SWAP_NARROW_MIN_M, SWAP_NARROW_MAX_M = 5, 48
 
 
@@ -285,12 +286,14 @@ class WgmmaFamily(Family):
           128-row classes are PAIRED_TILES, each pair a 2x1 cluster with multicast Bt and C through the
           two-panel ring: 128x192 ping-pong where it needs no more columns of waves than 128x256 (H100: 3-7%
           faster on five of six large shapes), 128x256 (0.97-0.98x cuBLAS at 4096^3 and 8192x8192x4096),
-          128x224 where K has WIDE_PAIR_MIN_K_BLOCKS boxes, 128x160 and 128x128 ping-pong (experiments/2026-11-27-m1000-tiles), except a 128x128 pick where C
-          is at most PAIRED_128_MAX_N wide or K at most PAIRED_128_MAX_K. Otherwise TILE_CLASSES,
+          128x224 where K has WIDE_PAIR_MIN_K_BLOCKS boxes, 128x160 and 128x128 ping-pong
+          (experiments/2026-11-27-m1000-tiles, -widths), except a 128x128 pick where C is at most
+          PAIRED_128_MAX_N wide or K at most PAIRED_128_MAX_K. Otherwise TILE_CLASSES,
           unclustered (128x256: 1.0, 128x128: 0.8, 64x128: 0.55, 64x64: 0.43, from 4096^3 and
           8192x8192x4096); 128-row tiles use two consumers, 64-row one.
         - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
-        - C of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows: the transposed product 16-48 wide (`_narrow_swapped`).
+        - C of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows: the transposed product 16-48 wide
+          (`_narrow_swapped`).
         - One row of 64-row tiles (M <= 64), N 1024-8192, K 512-4096: `_one_row`.
         - Too few tiles for the SMs and a long K: split 128x128 pairs (`_long_k_split`), else `_few_tiles`;
           taller outputs 256 or more wide, the transposed product (`_tall_swapped`).
@@ -359,9 +362,9 @@ class WgmmaFamily(Family):
         return deepest(params, rings)
 
     def _narrow_swapped(self, M: int, N: int, k_blocks: int, sms: int) -> Params:
-        """For C of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows: the transposed product in 64 x (M rounded up to 16) tiles (the
-        kernel's rows along C's columns), the most slices with one CTA per SM at most and 8 k-blocks a slice,
-        summed through the workspace. H100 against the defaults before it (offline us; experiments/
+        """For C of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows: the transposed product in 64 x (M rounded up to
+        16) tiles (the kernel's rows along C's columns), the most slices with one CTA per SM at most and 8
+        k-blocks a slice, summed through the workspace. H100 against the defaults before it (offline us; experiments/
         2026-11-27-widths): 16x1408x2048 6.45 -> 4.17 (split 4), 16x4608x3584 13.46 -> 9.81, 16x6144x4096 21.91
         -> 19.58, 16x8192x3584 22.68 -> 21.99, 16x4096x14336 44.25 -> 42.41 (split 2; unsplit 41.37),
         7x14336x4096 42.47 -> 41.05; 33x11008x4096 (48 columns) 34.17 against 34.33. Outputs of 49-64 rows keep
