@@ -59,13 +59,12 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 
 # 0.95-1.02 and 0.92-1.01 of 128x256's rate, 128x128 ping-pong 0.85-0.93; unclustered, the 128-row tiles lost a
 # median 15-24% wherever there was more than one wave). 128x192 first and at 128x256's rate: where it needs no
 # more columns of waves, it is the one (H100: 3-7% faster on five of six large shapes).
-# 128x224, cooperative (C in 32-column panels), only where K has at least WIDE_PAIR_MIN_K_BLOCKS boxes: there it
+# 128x224, cooperative (C in 32-column panels), only where K has at least 64 boxes: there it
 # runs at 0.95 of 128x256's rate per element and fits the columns to fewer waves (H100, against the default:
 # 1000x3584x14336 146.7 -> 135.5 us, 1000x14336x4096 168.8 -> 163.2, 200x13824x5120 60.8 -> 59.8; at 2560^3, K of
 # 40 boxes, 128x208 without the TMA store lost, 52.4 -> 57.1; experiments/2026-11-27-widths).
-# bn -> (pingpong, efficiency)
-PAIRED_TILES = {192: (1, 1.0), 256: (0, 1.0), 224: (0, 0.95), 160: (1, 0.96), 128: (1, 0.90)}
-WIDE_PAIR_MIN_K_BLOCKS = 64
+# bn -> (pingpong, efficiency, the fewest k-blocks it is chosen for)
+PAIRED_TILES = {192: (1, 1.0, 0), 256: (0, 1.0, 0), 224: (0, 0.95, 64), 160: (1, 0.96, 0), 128: (1, 0.90, 0)}
 # Except 128x128 where C is at most 256 wide or K at most 512: there the cluster and the ping-pong consumers lost
 # to the unclustered 128x128 tile (H100, the old default against the new on the 107 shapes the rule changed,
 # experiments/2026-11-27-m1000-tiles/README.md: on those 51 shapes the paired tile ran at 0.983x the unclustered
@@ -286,7 +285,7 @@ class WgmmaFamily(Family):
           128-row classes are PAIRED_TILES, each pair a 2x1 cluster with multicast Bt and C through the
           two-panel ring: 128x192 ping-pong where it needs no more columns of waves than 128x256 (H100: 3-7%
           faster on five of six large shapes), 128x256 (0.97-0.98x cuBLAS at 4096^3 and 8192x8192x4096),
-          128x224 where K has WIDE_PAIR_MIN_K_BLOCKS boxes, 128x160 and 128x128 ping-pong
+          128x224 where K has 64 boxes, 128x160 and 128x128 ping-pong
           (experiments/2026-11-27-m1000-tiles, -widths), except a 128x128 pick where C is at most
           PAIRED_128_MAX_N wide or K at most PAIRED_128_MAX_K. Otherwise TILE_CLASSES,
           unclustered (128x256: 1.0, 128x128: 0.8, 64x128: 0.55, 64x64: 0.43, from 4096^3 and
@@ -310,7 +309,7 @@ class WgmmaFamily(Family):
             fits = [f for f in fits if not (paired and f[0] == 128)]
             fits += [(128, bn, 2, -(-M // 128) * -(-N // bn)) for bn in PAIRED_TILES
                      if paired and bn <= 64 * -(-N // 64)  # a tile wider than C multiplies zero fill
-                     and (bn != 224 or k_blocks >= WIDE_PAIR_MIN_K_BLOCKS)]  # fmt: skip
+                     and k_blocks >= PAIRED_TILES[bn][2]]  # fmt: skip
 
             def est(fit: tuple[int, int, int, int]) -> float:
                 bm, bn, _, tiles = fit
