@@ -598,8 +598,9 @@ def test_warp_producer_is_searched_and_absent_means_one_thread():
 
 @pytest.mark.parametrize(
     ("shape", "producer"),
-    [((64, 4096, 4096), 1), ((1024, 1024, 1024), 1), ((512, 512, 4096), 0), ((4096, 4096, 4096), 0)],
-)
+    [((64, 4096, 4096), 1), ((128, 1024, 1024), 1), ((1024, 1024, 1024), 0), ((512, 512, 4096), 0),
+     ((4096, 4096, 4096), 0)],
+)  # fmt: skip
 def test_defaults_run_the_producer_in_a_warp_without_a_cluster(shape, producer):
     params = FAMILY.default_params(Shape(*shape), H100)
     assert params["warp_producer"] == producer
@@ -668,6 +669,36 @@ def test_defaults_take_deep_stages_for_narrow_tiles_without_a_cluster(shape, sta
     assert params["stage_k"] == stage_k
     narrow = params["cluster_m"] == 1 and params["bn"] <= 64
     assert params["stage_k"] == (128 if narrow and shape[2] >= 8 * 64 else 64)  # short K: the zero fill would dominate
+    assert FAMILY.check(params, Shape(*shape), H100) is None
+
+
+@pytest.mark.parametrize(
+    ("shape", "tile", "stage_k"),
+    [((128, 4096, 4096), (64, 64), 128), ((256, 2048, 8192), (64, 64), 128), ((128, 1408, 2048), (64, 64), 128),
+     ((128, 4096, 11008), (64, 64), 64),  # K of more than 128 boxes
+     ((512, 1024, 4096), (64, 64), 64),  # more than 256 rows
+     ((128, 6144, 4096), (64, 128), 64)],  # wider than 80
+)  # fmt: skip
+def test_defaults_take_deep_stages_for_the_clusters_narrow_tiles_on_short_outputs(shape, tile, stage_k):
+    params = FAMILY.default_params(Shape(*shape), H100)
+    assert (params["bm"], params["bn"], params["cluster_m"]) == (*tile, 2)
+    assert params["stage_k"] == stage_k
+    assert FAMILY.check(params, Shape(*shape), H100) is None
+    assert FAMILY.default_tuning({**params, "stage_k": 64}, shape=Shape(*shape))["stage_k"] == stage_k
+    assert FAMILY.default_tuning({**params, "stage_k": 128})["stage_k"] == 64  # no shape: one box per stage
+
+
+@pytest.mark.parametrize(
+    ("shape", "tile", "cluster"),
+    [((1024, 1024, 1024), (64, 128), 2), ((128, 8192, 1024), (64, 128), 2), ((512, 1024, 1024), (64, 64), 2),
+     ((128, 1024, 1024), (64, 64), 1),  # a quarter wave
+     ((1024, 1024, 512), (64, 128), 1),  # K of fewer than 16 boxes
+     ((8192, 128, 1024), (64, 128), 1)],  # taller than wide
+)  # fmt: skip
+def test_defaults_pair_64_row_tiles_that_make_one_wave(shape, tile, cluster):
+    params = FAMILY.default_params(Shape(*shape), H100)
+    assert (params["bm"], params["bn"], params["cluster_m"]) == (*tile, cluster)
+    assert params["split_k"] == 1 and params["warp_producer"] == int(cluster == 1)
     assert FAMILY.check(params, Shape(*shape), H100) is None
 
 

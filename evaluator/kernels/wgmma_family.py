@@ -74,6 +74,10 @@ PAIRED_128_MAX_N, PAIRED_128_MAX_K = 256, 512
 # kernel's 16-48 columns (`_narrow_swapped`; measured at M = 7-33). M <= 4 is the gemv family's, ahead of the
 # libraries there; the tensor-core default for it keeps the other rules.
 SWAP_NARROW_MIN_M, SWAP_NARROW_MAX_M = 5, 48
+# 64-row tiles of the tile classes, in an even count of tile rows, that fill at least this share of the SMs in one
+# wave of an output at least as wide as tall, with K of at least this many boxes, take the 2x1 cluster
+# (`default_params`).
+ONE_WAVE_CLUSTER, ONE_WAVE_CLUSTER_MIN_K_BLOCKS = 0.9, 16
 
 
 # What the analytic model (agent/model.py) cannot see in this kernel, as multiplicative time factors per
@@ -127,12 +131,25 @@ def default_stage_k(params: Params, shape: Shape | None = None) -> int:
     the 2x1 cluster 3.62 -> 3.93 (worse). Wider tiles without a cluster were not measured."""
     if shape is not None and -(-tuple(shape)[2] // BOX_K) < DEEP_STAGE_MIN_K_BLOCKS:
         return 64  # a stage of 128 would mostly be zero fill
-    return 128 if params.get("cluster_m", 1) == 1 and params.get("bn", 0) <= 64 else 64
+    if params.get("cluster_m", 1) == 1:
+        return 128 if params.get("bn", 0) <= 64 else 64
+    # In the 2x1 cluster: 64-row tiles at most 80 wide on short outputs and moderate K (H100, the same ring
+    # bytes, experiments/2026-11-27-worst-neighbours: 128x4096x4096 12.71 -> 10.92 us, 256x2048x2048 7.30 ->
+    # 6.52, 128x4608x3584 (64x80) and 128x1408x2048 8% faster; 512x1024x4096 5% slower, K of 11008 and more
+    # 0.5-1.2% slower, 64x128 tiles 1-7% slower everywhere).
+    if shape is not None and params.get("bm") == 64 and params.get("bn", 0) <= 80:
+        M, N, K = tuple(shape)
+        if M <= CLUSTER_DEEP_STAGE_MAX_M and N >= CLUSTER_DEEP_STAGE_MIN_N and -(-K // BOX_K) <= CLUSTER_DEEP_STAGE_MAX_K_BLOCKS:
+            return 128
+    return 64
 
 
 # Shapes with fewer 64-deep k-blocks than this keep one box per stage in the defaults (128-deep stages were measured
 # from K = 512 up; below, the last stage's zero fill is a large share of the work).
 DEEP_STAGE_MIN_K_BLOCKS = 8
+# The 2x1 cluster's 64-row tiles take 128-deep stages on outputs of at most this many rows, at least this many
+# columns, and K of at most this many boxes (`default_stage_k`; measured at N = 1408-4608, K = 2048-8192).
+CLUSTER_DEEP_STAGE_MAX_M, CLUSTER_DEEP_STAGE_MIN_N, CLUSTER_DEEP_STAGE_MAX_K_BLOCKS = 256, 1024, 128
 
 # The tuning parameters the defaults set from the rest of a configuration and the shape
 # (`WgmmaFamily.default_tuning`).
@@ -334,6 +351,14 @@ class WgmmaFamily(Family):
             params.update(cluster_m=2, pingpong=PAIRED_TILES[bn][0], epi_panels=2)
         elif (bm, bn) == (128, 256):
             params["epi_panels"] = 2
+        elif (bm == 64 and N >= M and k_blocks >= ONE_WAVE_CLUSTER_MIN_K_BLOCKS and -(-M // 64) % 2 == 0
+              and ONE_WAVE_CLUSTER * sms <= tiles <= sms):  # fmt: skip
+            # 64-row tiles in pairs that make one nearly whole wave of an output at least as wide as tall: the
+            # 2x1 cluster, each pair's Bt tile multicast (H100, experiments/2026-11-27-worst-neighbours: 1024^3
+            # 7.45 -> 6.48 us, 128x8192x1024 7.65 -> 5.84, 512x1024x1024 5.56 -> 4.94, 128x4096x1024 5.07 ->
+            # 4.86; with a half wave or less it lost: 128x1024x1024 3.78 -> 4.51, 256x1024x1024 4.16 -> 4.69,
+            # 128x2048x1408 4.92 -> 5.58). Shorter K and taller outputs were not measured.
+            params["cluster_m"] = 2
         if k_blocks <= 4 and -(-M // 128) * -(-N // 128) >= 2 * sms:
             # Short K, many tiles: the epilogue costs as much as the main loop, and ping-pong consumers
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
