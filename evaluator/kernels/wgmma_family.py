@@ -124,7 +124,8 @@ def default_producer(params: Params, shape: Shape | None = None) -> int:
 
 def default_stage_k(params: Params, shape: Shape | None = None) -> int:
     """K per ring stage the defaults take: 128 (two boxes per operand behind one barrier, half the handshakes per
-    k) for tiles at most 64 wide without a cluster, else 64, and 64 for a `shape` of fewer than
+    k) for tiles at most 64 wide without a cluster and, for a `shape` given, for the 2x1 cluster's 64-row tiles at
+    most 80 wide on short, wide outputs (the CLUSTER_DEEP_STAGE_* bounds), else 64; and 64 for a `shape` of fewer than
     DEEP_STAGE_MIN_K_BLOCKS boxes of K (where given). H100, us per 1000 of K with the same ring bytes
     (experiments/2026-11-27-deep-stage): 64x4096, 64x32 tiles 1.80 -> 1.67 (warp producer; one thread 2.34 ->
     1.73); 12288x256, 128x64 ping-pong 16.3 -> 15.9; 512x512, 64x32 and 64x64, unchanged; 1024x1024, 64x128 with
@@ -306,7 +307,9 @@ class WgmmaFamily(Family):
           (experiments/2026-11-27-m1000-tiles, -widths), except a 128x128 pick where C is at most
           PAIRED_128_MAX_N wide or K at most PAIRED_128_MAX_K. Otherwise TILE_CLASSES,
           unclustered (128x256: 1.0, 128x128: 0.8, 64x128: 0.55, 64x64: 0.43, from 4096^3 and
-          8192x8192x4096); 128-row tiles use two consumers, 64-row one.
+          8192x8192x4096); 128-row tiles use two consumers, 64-row one. 64-row tiles in an even count of
+          tile rows that make one nearly whole wave of an output at least as wide as tall, K of 16 boxes or
+          more, take the 2x1 cluster (ONE_WAVE_CLUSTER; H100: 1024^3 7.45 -> 6.48 us).
         - Short K (at most 4 k-blocks) with at least two waves of 128x128 tiles: 128x128 ping-pong.
         - C of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows: the transposed product 16-48 wide
           (`_narrow_swapped`).
