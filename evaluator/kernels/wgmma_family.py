@@ -124,9 +124,9 @@ def default_producer(params: Params, shape: Shape | None = None) -> int:
 
 def default_stage_k(params: Params, shape: Shape | None = None) -> int:
     """K per ring stage the defaults take: 128 (two boxes per operand behind one barrier, half the handshakes per
-    k) for tiles at most 64 wide without a cluster and, for a `shape` given, for the 2x1 cluster's 64-row tiles at
-    most 80 wide on short, wide outputs (the CLUSTER_DEEP_STAGE_* bounds), else 64; and 64 for a `shape` of fewer than
-    DEEP_STAGE_MIN_K_BLOCKS boxes of K (where given). H100, us per 1000 of K with the same ring bytes
+    k) for tiles at most 64 wide without a cluster and, for a `shape` given, for the 2x1 cluster's 64-row tiles
+    at most 80 wide on short, wide outputs (the CLUSTER_DEEP_STAGE_* bounds), else 64; and 64 for a `shape` of
+    fewer than DEEP_STAGE_MIN_K_BLOCKS boxes of K (where given). H100, us per 1000 of K with the same ring bytes
     (experiments/2026-11-27-deep-stage): 64x4096, 64x32 tiles 1.80 -> 1.67 (warp producer; one thread 2.34 ->
     1.73); 12288x256, 128x64 ping-pong 16.3 -> 15.9; 512x512, 64x32 and 64x64, unchanged; 1024x1024, 64x128 with
     the 2x1 cluster 3.62 -> 3.93 (worse). Wider tiles without a cluster were not measured."""
@@ -138,11 +138,11 @@ def default_stage_k(params: Params, shape: Shape | None = None) -> int:
     # bytes, experiments/2026-11-27-worst-neighbours: 128x4096x4096 12.71 -> 10.92 us, 256x2048x2048 7.30 ->
     # 6.52, 128x4608x3584 (64x80) and 128x1408x2048 8% faster; 512x1024x4096 5% slower, K of 11008 and more
     # 0.5-1.2% slower, 64x128 tiles 1-7% slower everywhere).
-    if shape is not None and params.get("bm") == 64 and params.get("bn", 0) <= 80:
-        M, N, K = tuple(shape)
-        if M <= CLUSTER_DEEP_STAGE_MAX_M and N >= CLUSTER_DEEP_STAGE_MIN_N and -(-K // BOX_K) <= CLUSTER_DEEP_STAGE_MAX_K_BLOCKS:
-            return 128
-    return 64
+    if shape is None or params.get("bm") != 64 or params.get("bn", 0) > 80:
+        return 64
+    M, N, K = tuple(shape)
+    short_wide = M <= CLUSTER_DEEP_STAGE_MAX_M and N >= CLUSTER_DEEP_STAGE_MIN_N
+    return 128 if short_wide and -(-K // BOX_K) <= CLUSTER_DEEP_STAGE_MAX_K_BLOCKS else 64
 
 
 # Shapes with fewer 64-deep k-blocks than this keep one box per stage in the defaults (128-deep stages were measured
