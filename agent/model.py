@@ -426,6 +426,8 @@ def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> 
     us = body + KERNEL_LAUNCH_US + (kernels - 1) * EXTRA_KERNEL_US
     if fam is not None and callable(getattr(fam, "time_factor", None)):
         us *= fam.time_factor(params, gpu.name)  # what the family measured that this model cannot see
+    if param(params, "pad_rows", 0):  # a first kernel copies A and Bt with 16-byte rows: read and written again
+        us += 2.0 * operands / peaks.hbm_bps * 1e6 + EXTRA_KERNEL_US
     return Prediction(
         us=us,
         tiles=tiles,

@@ -300,9 +300,14 @@ class TemplateProposer:
             if fam in self.families and isinstance(params, dict):
                 parent = [p] if (p := _hash_of(hit)) else []
                 # A winner archived before some of its family's parameters existed: first as the defaults set
-                # those now, then as it ran (the model may not tell the two apart).
-                tuned = getattr(self.families[fam], "default_tuning", None)
+                # those now, then as it ran (the model may not tell the two apart). Either with what this shape
+                # requires of it (`fit`: rows that need padding, say).
+                family = self.families[fam]
+                tuned = getattr(family, "default_tuning", None)
                 newer = tuned(params, only_absent=True, shape=ctx.shape) if callable(tuned) else params
+                fit = getattr(family, "fit", None)
+                if callable(fit):
+                    newer, params = fit(newer, ctx.shape), fit(params, ctx.shape)
                 predates = newer != params
                 if predates:
                     seeds.append(_Option(fam, dict(newer), list(parent), "retrieved", nearness=i))

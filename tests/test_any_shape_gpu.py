@@ -2,7 +2,8 @@
 evaluator (its check of every element against a float64 reference, outputs poisoned before each call).
 
 wgmma takes any M and N, K multiples of 8: partial tiles in every dimension, in each of its store paths (TMA
-store, register stores, split-K partials, DSMEM reduction, stream-K). mma_ms, mma_splitk and small take any K
+store, register stores, split-K partials, DSMEM reduction, stream-K); any K through `pad_rows` and any N through
+register stores. mma_ms, mma_splitk and small take any K
 through KVEC (mma_ms and mma_splitk with narrow loads or staged, realigned blocks); gemv any N and K for M <= 4.
 Run: `pytest -m gpu tests/test_any_shape_gpu.py -s` (prints a table).
 """
@@ -133,6 +134,48 @@ def test_wgmma_swap_ab_is_correct_on_ragged_shapes():
             if fam.check(params, shape) is None:
                 cases.append((label, "wgmma", params, shape))
     assert {c[0] for c in cases} == set(variants)
+    bad = [r for r in _run(cases) if not r["ok"]]
+    assert not bad, bad
+
+
+# K % 8 from 1 to 7 (pad_rows), N odd or not a multiple of 8, M = 1, and K below one box.
+PAD_SHAPES = [Shape(*s) for s in [(17, 33, 65), (513, 257, 129), (300, 500, 70), (64, 72, 6), (1, 1, 1),
+                                  (257, 104, 1002), (129, 136, 4099), (200, 264, 700), (1000, 1001, 1000), (77, 1003, 2050)]]  # fmt: skip
+PAD_VARIANTS = {
+    "default": {},
+    "tma-store": {"epilogue": 1, "bn": 64},
+    "register-store": {"epilogue": 0},
+    "split-k": {"epilogue": 0, "split_k": 2},
+    "split-dsmem": {"epilogue": 0, "split_k": 2, "split_dsmem": 1, "persistent": 0},
+    "cluster-2": {"cluster_m": 2, "bm": 128, "consumers": 2},
+    "pingpong": {"pingpong": 1, "consumers": 2, "bm": 128},
+    "swap": {"swap_ab": 1},
+    "deep-stage": {"stage_k": 128, "warp_producer": 1},
+}
+
+
+def test_wgmma_is_correct_on_any_k_and_n():
+    """K not a multiple of 8 through `pad_rows` (A and Bt copied into the workspace with 16-byte rows, the GEMM
+    launched as the copy's programmatic dependent), N not a multiple of 8 or odd through register stores, in the
+    store paths each allows."""
+    import torch
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma kernels need a compute capability 9.x GPU")
+    from hgemm.evaluator.kernels import get_family
+
+    fam = get_family("wgmma")
+    cases = []
+    for shape in PAD_SHAPES:
+        base = fam.default_params(shape)
+        assert base is not None, shape
+        for label, change in PAD_VARIANTS.items():
+            params = fam.repair({**base, **change})
+            if fam.check(params, shape) is None and params not in [c[2] for c in cases if c[3] == shape]:
+                cases.append((label, "wgmma", params, shape))
+    assert {c[0] for c in cases} == set(PAD_VARIANTS)
+    assert {c[2]["pad_rows"] for c in cases} == {0, 1}
+    assert any(c[3].N % 2 for c in cases if c[2]["pad_rows"]) and any(c[3].N % 2 for c in cases if not c[2]["pad_rows"])
     bad = [r for r in _run(cases) if not r["ok"]]
     assert not bad, bad
 

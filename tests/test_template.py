@@ -639,20 +639,22 @@ def test_a_family_measured_twice_as_slow_as_the_best_gets_no_more_evaluations(sl
     from hgemm.agent.template import FAMILY_GIVE_UP
 
     shape = Shape(8192, 8192, 4096)
-    p = TemplateProposer(seed=4)
-    first = p.propose(ctx(shape), 8)
-    families = {c.family for c in first}
-    assert {"wgmma", "mma_ms"} <= families, "the first batch tries both families on this shape"
-    times = {f: 1000.0 for f in families} | {"mma_ms": 1000.0 * slower}
-    p.observe(_measured(first, times))
-    later = [c for _ in range(4) for c in p.propose(ctx(shape), 8)]
-    assert later
     assert (slower >= FAMILY_GIVE_UP) == given_up
-    if given_up:
-        assert "mma_ms" not in {c.family for c in later}
-        assert all(not (set(c.parents) & {f.hash for f in first if f.family == "mma_ms"}) for c in later)
-    else:
-        assert "mma_ms" in {c.family for c in later}  # still in the running: its neighbours are measured
+    later_mma = 0
+    for seed in range(4):  # the searches' random exploration differs from seed to seed
+        p = TemplateProposer(seed=seed)
+        first = p.propose(ctx(shape), 8)
+        families = {c.family for c in first}
+        assert {"wgmma", "mma_ms"} <= families, "the first batch tries both families on this shape"
+        times = {f: 1000.0 for f in families} | {"mma_ms": 1000.0 * slower}
+        p.observe(_measured(first, times))
+        later = [c for _ in range(4) for c in p.propose(ctx(shape), 8)]
+        assert later
+        later_mma += sum(c.family == "mma_ms" for c in later)
+        if given_up:
+            assert all(not (set(c.parents) & {f.hash for f in first if f.family == "mma_ms"}) for c in later)
+    # given up, it gets no proposal in any search; still in the running, its neighbours are measured in some
+    assert (later_mma == 0) == given_up
 
 
 def _archive_with_mma_behind(shapes, factor):
@@ -707,7 +709,7 @@ def test_a_family_that_lost_on_each_of_the_nearest_shapes_is_not_tried(factor, r
 def test_the_nearest_shapes_never_rule_out_the_only_family_that_can_run_a_shape():
     near = [Shape(8192, 8192, 4096), Shape(8192, 8192, 2048), Shape(4096, 8192, 4096)]
     archive = _archive_with_mma_behind(near, 3.0)
-    odd = Shape(4095, 4097, 1000)  # no TMA rows: wgmma cannot run it, mma_ms can
+    odd = Shape(8191, 8191, 8191)  # rows TMA cannot read, too many to pad in the workspace: wgmma cannot run it
     p = TemplateProposer(seed=6)
     cands = p.propose(ctx(odd, archive=archive, retriever=_Near(archive, near)), 8)
     assert cands and "mma_ms" in {cand.family for cand in cands}

@@ -64,13 +64,50 @@ def test_default_params_are_valid_for_standard_shapes(shape):
     assert shared_bytes(params) <= HOPPER_SMEM_OPTIN
 
 
-def test_default_params_take_any_shape_with_16_byte_rows():
-    for shape in ((1000, 1000, 1000), (1, 4096, 4096), (77, 5120, 5120), (4095, 4104, 1000)):
+def test_default_params_take_any_shape_whose_copies_fit_the_workspace():
+    for shape in ((1000, 1000, 1000), (1, 4096, 4096), (77, 5120, 5120), (4095, 4104, 1000), (1000, 1001, 1000),
+                  (1000, 1000, 1001), (3000, 5000, 700), (2047, 2047, 2047), (4096, 4096, 4095), (1, 1, 1)):  # fmt: skip
         params = FAMILY.default_params(Shape(*shape), H100)
         assert params is not None and FAMILY.check(params, Shape(*shape), H100) is None, shape
-    # TMA's one rule: rows of A, Bt and C start 16-byte aligned
-    assert FAMILY.default_params(Shape(1000, 1001, 1000), H100) is None
-    assert FAMILY.default_params(Shape(1000, 1000, 1001), H100) is None
+        # TMA's one rule, rows of A, Bt and C 16-byte aligned: K not a multiple of 8 pads A's and Bt's rows first,
+        # N not a multiple of 8 stores C from the registers, unsplit
+        assert params["pad_rows"] == (1 if shape[2] % 8 else 0), shape
+        if shape[1] % 8:
+            assert params["epilogue"] == 0 and params["split_k"] == 1, shape
+    # 8191^3: the padded rows of A and Bt (256 MiB) do not fit the 64 MiB workspace
+    assert FAMILY.default_params(Shape(8191, 8191, 8191), H100) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "shape", "needle"),
+    [({"pad_rows": 0}, (3000, 5000, 700), "K must be a multiple of 8"),
+     ({"pad_rows": 1}, (3000, 5000, 704), "pad_rows is for K not a multiple of 8"),
+     ({"pad_rows": 1}, (8191, 8192, 8191), "exceed the 64 MiB workspace"),
+     ({"pad_rows": 1, "epilogue": 0, "split_k": 4}, (2048, 4096, 4095), "exceed the 64 MiB workspace"),
+     ({"pad_rows": 1, "stream_k": 1}, (3000, 5000, 700), "stream_k=0"),
+     ({"epilogue": 1}, (4095, 4097, 1000), "N must be a multiple of 8 for the TMA store"),
+     ({"epilogue": 0, "split_k": 2}, (4095, 4097, 1000), "split-K's sum")],
+)  # fmt: skip
+def test_rows_tma_cannot_take_have_their_rules(change, shape, needle):
+    params = FAMILY.repair({**BIG, **change})
+    reason = FAMILY.check({**params, **change}, Shape(*shape), H100)
+    assert reason is not None and needle in reason, reason
+    # the workspace holds the copies (A's rows, then Bt's, K rounded up to 8) and after them the split-K partials
+    assert rules.shape_violation({**wgmma_family.OPTIONAL, **BIG, "pad_rows": 1, "epilogue": 0, "split_k": 2},
+                                 Shape(2048, 2048, 2047)) is None  # fmt: skip
+
+
+def test_pad_rows_is_searched_absent_means_off_and_the_model_counts_the_copy():
+    from hgemm.agent.model import predict_us
+
+    assert SPACE["pad_rows"] == (0, 1) and wgmma_family.OPTIONAL["pad_rows"] == 0
+    assert "#define HG_PAD_ROWS 0" in FAMILY.render(BIG)
+    assert FAMILY.repair({**BIG, "pad_rows": 1, "stream_k": 1})["pad_rows"] == 0  # stream-K keeps the workspace
+    params = FAMILY.default_params(Shape(3000, 5000, 700), H100)
+    # the copy reads and writes A and Bt once more (H100: 45.1 us against 37.0 us at K = 704 without it)
+    padded, aligned = predict_us(FAMILY, params, Shape(3000, 5000, 700), H100), predict_us(
+        FAMILY, {**params, "pad_rows": 0}, Shape(3000, 5000, 704), H100)
+    assert 5 < padded - aligned < 12
 
 
 def test_default_prefers_enough_tiles_for_small_m():
@@ -636,11 +673,13 @@ _DSMEM_64 = {"split_k": 2, "split_dsmem": 1, "persistent": 0, "epilogue": 0, "bm
      ({"stage_k": 128}, {"cluster_m": 2, "bn": 128, "stages": 4}),
      ({"stage_k": 128}, {"bm": 128, "bn": 64, "consumers": 2, "pingpong": 1, "stages": 4}),
      ({"stage_k": 128}, _DSMEM_64),
-     ({"stage_k": 128}, {"bm": 64, "bn": 32, "consumers": 1, "stages": 8, "epilogue": 0, "cluster_m": 2, "swap_ab": 1})],
+     ({"stage_k": 128}, {"bm": 64, "bn": 32, "consumers": 1, "stages": 8, "epilogue": 0, "cluster_m": 2, "swap_ab": 1}),
+     # HG_PAD_ROWS: the copy kernel, and the GEMM waiting for it
+     ({"pad_rows": 1}, {"cluster_m": 2, "bn": 192, "pingpong": 1, "epi_panels": 2, "stages": 4})],
 )  # fmt: skip
 def test_tuning_parameters_build_without_spills(tuning, extra, tmp_path):
     params = FAMILY.repair({**BIG, **extra, **tuning})
-    assert FAMILY.check(params, Shape(1024, 1024, 4096), H100) is None
+    assert FAMILY.check(params, Shape(1024, 1024, 4096 - 4 * params["pad_rows"]), H100) is None
     build_without_spills(FAMILY.render(params), tmp_path)
 
 

@@ -59,6 +59,11 @@ class Family:
         family has none. A search calls it on every candidate before `check`."""
         return dict(params)
 
+    def fit(self, params: Params, shape: Shape) -> Params:
+        """`params` (a new copy) with the changes `shape` itself requires, for a configuration found on another
+        shape (retrieved from the archive); the base family has none."""
+        return dict(params)
+
     def default_tuning(self, params: Params, only_absent: bool = False, shape: Shape | None = None) -> Params:
         """`params` (a new copy) with the tuning parameters whose default follows the structure set as
         `default_params` sets them (for `shape`, where given); with `only_absent`, only those `params` does not

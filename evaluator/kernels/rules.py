@@ -27,7 +27,7 @@ from hgemm.core.shape import Shape
 # Each family's Params, field by field, as its header declares them (the parameters' names in the family).
 ORDERS = {
     "wgmma": ("bm", "bn", "stages", "consumers", "group_m", "persistent", "epilogue", "cluster_m", "pingpong",
-              "split_k", "split_dsmem", "epi_panels", "stream_k", "swap_ab", "warp_producer", "stage_k"),
+              "split_k", "split_dsmem", "epi_panels", "stream_k", "swap_ab", "warp_producer", "stage_k", "pad_rows"),
     "mma": ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES", "RASTER", "SPLIT_K", "KVEC", "REALIGN"),
     "small": ("BM", "BN", "WARPS_M", "WARPS_N", "WARPS_K", "KVEC"),
     "gemv": ("MAXM", "ROWS", "WARPS", "KSPLIT", "UNROLL", "KVEC"),

@@ -42,7 +42,7 @@ using W = wgmma_rules::Params;
 using M = mma_rules::Params;
 using S = small_rules::Params;
 using G = gemv_rules::Params;
-constexpr int WN = 16, MN = 10, SN = 6, GN = 6;
+constexpr int WN = 17, MN = 10, SN = 6, GN = 6;
 
 }  // namespace
 

@@ -46,9 +46,11 @@ SPACE: dict[str, tuple] = {
     "warp_producer": (0, 1),
     # K per ring stage: one TMA box per operand, or two behind one barrier (experiments/2026-11-27-deep-stage)
     "stage_k": (64, 128),
+    # K not a multiple of 8: A and Bt copied first into the workspace with 16-byte rows, which TMA can read
+    "pad_rows": (0, 1),
 }
 OPTIONAL = {"split_k": 1, "split_dsmem": 0, "epi_panels": 0, "stream_k": 0, "swap_ab": 0, "warp_producer": 0,
-            "stage_k": 64}  # parameters added later: absent means this value
+            "stage_k": 64, "pad_rows": 0}  # parameters added later: absent means this value
 # Tile classes default_params chooses from (bm, bn, consumers) and their measured throughput per SM
 # relative to 128x256 with a 2x1 cluster (H200, experiments/NOTES.md).
 TILE_CLASSES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
@@ -251,7 +253,7 @@ class WgmmaFamily(Family):
         if p["swap_ab"]:  # C stored transposed from the registers or the workspace
             p.update(epilogue=0, split_dsmem=0, stream_k=0, pingpong=0)
         if p["stream_k"]:
-            p.update(split_k=1, persistent=1, pingpong=0)
+            p.update(split_k=1, persistent=1, pingpong=0, pad_rows=0)
         if p["split_k"] == 1:
             p["split_dsmem"] = 0
         else:
@@ -295,8 +297,8 @@ class WgmmaFamily(Family):
 
     def default_params(self, shape: Shape, gpu: GpuInfo | None = None) -> Params | None:
         """The measured-best configuration class for the shape (H200 sweeps, experiments/NOTES.md), or None
-        when TMA cannot take the shape (K or N not a multiple of 8). Tiles may overhang M and N: a partial tile
-        costs as much as a whole one, which the estimate below counts.
+        where none fits (K not a multiple of 8 with padded copies of A and Bt beyond the workspace). Tiles may
+        overhang M and N: a partial tile costs as much as a whole one, which the estimate below counts.
 
         - The tile with the least estimated time: waves (ceil(tiles / #SMs)) x per-tile cost, cost = tile
           area / measured relative efficiency. Where the 128-row tiles come in pairs (an even count), the
@@ -316,11 +318,11 @@ class WgmmaFamily(Family):
         - One row of 64-row tiles (M <= 64), N 1024-8192, K 512-4096: `_one_row`.
         - Too few tiles for the SMs and a long K: split 128x128 pairs (`_long_k_split`), else `_few_tiles`;
           taller outputs 256 or more wide, the transposed product (`_tall_swapped`).
+        - Rows TMA cannot take (`fit`): K not a multiple of 8 pads A's and Bt's rows first, N not a
+          multiple of 8 stores C from the registers, unsplit.
         """
         M, N, K = shape
         sms = gpu.sm_count if gpu is not None and gpu.sm_count else 132
-        if K % 8 or N % 8:
-            return None
         k_blocks = -(-K // BOX_K)
         base = {"group_m": 8, "persistent": 1, "epilogue": 1, "cluster_m": 1, "pingpong": 0, "split_k": 1,
                 "split_dsmem": 0, "epi_panels": 0}  # fmt: skip
@@ -367,7 +369,7 @@ class WgmmaFamily(Family):
             # overlap one tile's stores with the next tile's MMAs (H200: 12288x12288x256 0.81 -> 0.86x).
             params = {**base, "bm": 128, "bn": 128, "consumers": 2, "pingpong": 1}
         def deepest(params: Params, rings: tuple[int, ...]) -> Params | None:
-            tuned = self.default_tuning(params, shape=shape)
+            tuned = self.fit(self.default_tuning(params, shape=shape), shape)
             fitting = ({**tuned, "stages": s} for s in rings)
             return next((c for c in fitting if self.check(c, shape, gpu) is None), None)
 
@@ -387,6 +389,19 @@ class WgmmaFamily(Family):
                 params = {**base, **few}
                 rings = (16, 14, 12, 10, *rings)  # few CTAs per SM: the deepest ring that fits
         return deepest(params, rings)
+
+    def fit(self, params: Params, shape: Shape) -> Params:
+        """`params` for the rows of `shape`'s A, Bt and C, which TMA reads and writes only where they start 16-byte
+        aligned: K not a multiple of 8 copies A and Bt first into the workspace with padded rows (`pad_rows`;
+        experiments/2026-11-28-pad-rows), a multiple of 8 reads them in place; N not a multiple of 8 stores C from
+        the registers (epilogue=0), unsplit (the split-K sum reads whole float4s)."""
+        M, N, K = shape
+        out = {**params, "pad_rows": 1 if K % 8 else 0}
+        if K % 8:
+            out["stream_k"] = 0
+        if N % 8:
+            out.update(epilogue=0, epi_panels=0, split_k=1, split_dsmem=0)
+        return out
 
     def _narrow_swapped(self, M: int, N: int, k_blocks: int, sms: int) -> Params:
         """For C of SWAP_NARROW_MIN_M to SWAP_NARROW_MAX_M rows: the transposed product in 64 x (M rounded up to

@@ -10,7 +10,7 @@ constexpr long long WORKSPACE_BYTES = 64ll << 20;     // the contract's workspac
 
 struct Params {
   int bm, bn, stages, consumers, group_m, persistent, epilogue, cluster_m, pingpong, split_k, split_dsmem,
-      epi_panels, stream_k, swap_ab, warp_producer, stage_k;
+      epi_panels, stream_k, swap_ab, warp_producer, stage_k, pad_rows;
 };
 
 constexpr int bk(const Params& p) { return p.stage_k; }  // k per ring stage: stage_k / BOX_K boxes per operand
@@ -60,6 +60,8 @@ constexpr const char* violation(const Params& p) {
   if (p.swap_ab != 0 && p.swap_ab != 1) return "SWAP_AB must be 0 or 1";
   if (p.warp_producer != 0 && p.warp_producer != 1) return "WARP_PRODUCER must be 0 or 1";
   if (p.stage_k != BOX_K && p.stage_k != 2 * BOX_K) return "STAGE_K must be 64 or 128";
+  if (p.pad_rows != 0 && p.pad_rows != 1) return "PAD_ROWS must be 0 or 1";
+  if (p.pad_rows && p.stream_k) return "pad_rows keeps the workspace for the padded rows: stream_k=0";
   if (p.swap_ab && (p.epilogue || p.split_dsmem || p.stream_k || p.pingpong))
     return "swap_ab stores C transposed from the registers or the workspace: epilogue=0, split_dsmem=0, stream_k=0, "
            "pingpong=0 (its element stores spill a ping-pong consumer's registers)";
@@ -72,16 +74,32 @@ constexpr const char* violation(const Params& p) {
 // k-blocks (ring stages) for a K: the last may be partial (TMA zero-fills it).
 constexpr long long k_blocks(int stage_k, long long K) { return (K + stage_k - 1) / stage_k; }
 
+// With pad_rows, A (M x K) and Bt (N x K) are first copied into the workspace with rows of padded_k(K) halves (16
+// bytes, TMA's rule), A's rows then Bt's; the split-K partials follow at the next 256-byte boundary.
+constexpr long long padded_k(long long K) { return (K + 7) / 8 * 8; }
+constexpr long long pad_bytes(const Params& p, long long M, long long N, long long K) {
+  return p.pad_rows ? ((M + N) * padded_k(K) * 2 + 255) / 256 * 256 : 0;
+}
+constexpr long long partial_bytes(const Params& p, long long M, long long N) {
+  return p.split_k > 1 && !dsmem(p) ? static_cast<long long>(p.split_k) * M * N * 4 : 0;
+}
+
 // The first rule the shape M x N x K breaks for `p` (what hgemm_supports refuses), or nullptr. Any M; partial
 // tiles in M, N and K are loaded by TMA with zero fill and stored clipped (TMA) or predicated (the other
-// stores), so only TMA's own rule remains: every row of A, Bt and C starts 16-byte aligned.
+// stores). TMA's own rule, every row it reads or writes 16-byte aligned, leaves two: rows of A and Bt that are
+// not (K not a multiple of 8) are copied first (pad_rows), and rows of C that are not are stored from the
+// registers, element by element where N is odd.
 constexpr const char* shape_violation(const Params& p, long long M, long long N, long long K) {
   if (M <= 0 || N <= 0 || K <= 0) return "empty shape";
-  if (K % 8) return "K must be a multiple of 8 (TMA needs 16-byte rows of A and Bt)";
-  if (N % 8) return "N must be a multiple of 8 (TMA needs 16-byte rows of C)";
+  if (K % 8 && !p.pad_rows) return "K must be a multiple of 8 (TMA needs 16-byte rows of A and Bt), or pad_rows=1";
+  if (K % 8 == 0 && p.pad_rows) return "pad_rows is for K not a multiple of 8 (these rows are 16-byte aligned)";
+  if (N % 8 && (p.epilogue || p.split_k > 1))
+    return "N must be a multiple of 8 for the TMA store (16-byte rows of C) and for split-K's sum (whole float4s): "
+           "epilogue=0, split_k=1";
   if (k_blocks(bk(p), K) < p.split_k) return "fewer k-blocks than split_k";
-  if (p.split_k > 1 && !dsmem(p) && static_cast<long long>(p.split_k) * M * N * 4 > WORKSPACE_BYTES)
-    return "split-K partials exceed the 64 MiB workspace";
+  if (partial_bytes(p, M, N) > WORKSPACE_BYTES) return "split-K partials exceed the 64 MiB workspace";
+  if (pad_bytes(p, M, N, K) + partial_bytes(p, M, N) > WORKSPACE_BYTES)
+    return "the padded rows of A and Bt (and the split-K partials) exceed the 64 MiB workspace";
   return nullptr;
 }
 

@@ -17,12 +17,16 @@
 // workspace with release/acquire flags. HG_SWAP_AB computes the transposed product Ct = Bt * A^T: Bt is the
 // kernel's A and A its Bt (both K-major already), so the short side of a small-M shape is the tile's N and
 // the 2x1 cluster multicasts A; C is stored transposed from the registers (or the fp32 partials are).
+// HG_PAD_ROWS takes K that is not a multiple of 8, whose rows TMA cannot read: a first kernel copies A and Bt
+// into the workspace with rows padded to 16 bytes, and the GEMM, launched as its programmatic dependent,
+// reads the copies once it has passed griddepcontrol.wait.
 //
 // Invariants:
 // - Every rule on the parameters and on the shapes, and every resource formula the search also needs
 //   (rows per consumer, C panels, shared memory, shape rules), is in wgmma_rules.cuh and nowhere else.
-// - Any M; N and K multiples of 8 (TMA's 16-byte rows). Partial tiles in M, N and K load zeros (TMA fill);
-//   C is stored clipped by TMA or predicated at M and N by the other stores.
+// - Any M, N and K. Partial tiles in M, N and K load zeros (TMA fill); C is stored clipped by TMA or predicated
+//   at M and N by the other stores. TMA reads rows of A and Bt that start 16-byte aligned (K a multiple of 8,
+//   else HG_PAD_ROWS's copies) and stores rows of C that do (N a multiple of 8, else C goes from the registers).
 // - A is M x K and Bt is N x K, both K-major. A TMA box is 64 deep in K (one 128-byte swizzle row per tile
 //   row); a ring stage holds BK = HG_STAGE_K of K, one box per operand or two behind one barrier (half the
 //   handshakes per k), box j of a stage at j * rows * 128 bytes.
@@ -39,7 +43,7 @@
 #if !defined(HG_BM) || !defined(HG_BN) || !defined(HG_STAGES) || !defined(HG_CONSUMERS) || !defined(HG_GROUP_M) || \
     !defined(HG_PERSISTENT) || !defined(HG_EPILOGUE) || !defined(HG_CLUSTER_M) || !defined(HG_PINGPONG) ||          \
     !defined(HG_SPLIT_K) || !defined(HG_SPLIT_DSMEM) || !defined(HG_EPI_PANELS) || !defined(HG_STREAM_K) ||        \
-    !defined(HG_SWAP_AB) || !defined(HG_WARP_PRODUCER) || !defined(HG_STAGE_K)
+    !defined(HG_SWAP_AB) || !defined(HG_WARP_PRODUCER) || !defined(HG_STAGE_K) || !defined(HG_PAD_ROWS)
 #error "wgmma: every HG_ parameter must be defined (render the family)"
 #endif
 
@@ -50,7 +54,7 @@ namespace hgw_cfg {
 constexpr wgmma_rules::Params P{HG_BM,      HG_BN,       HG_STAGES,   HG_CONSUMERS,   HG_GROUP_M,
                                 HG_PERSISTENT, HG_EPILOGUE, HG_CLUSTER_M, HG_PINGPONG,  HG_SPLIT_K,
                                 HG_SPLIT_DSMEM, HG_EPI_PANELS, HG_STREAM_K, HG_SWAP_AB, HG_WARP_PRODUCER,
-                                HG_STAGE_K};
+                                HG_STAGE_K,     HG_PAD_ROWS};
 static_assert(wgmma_rules::violation(P) == nullptr, "these parameters break a rule of wgmma_rules.cuh");
 // (Every constant below is used by the sm_90a kernel; the other targets compile an empty kernel.)
 [[maybe_unused]] constexpr int BM = HG_BM;
@@ -78,6 +82,8 @@ static_assert(wgmma_rules::violation(P) == nullptr, "these parameters break a ru
 [[maybe_unused]] constexpr bool SWAP_AB = HG_SWAP_AB != 0;
 // The producer's k-loop runs in its whole first warp, one elected lane issuing (else in one thread).
 [[maybe_unused]] constexpr bool WARP_PRODUCER = HG_WARP_PRODUCER != 0;
+// A and Bt are read from row-padded copies in the workspace, written by hgemm_wgmma_pad just before.
+[[maybe_unused]] constexpr bool PAD_ROWS = HG_PAD_ROWS != 0;
 [[maybe_unused]] constexpr int EPI_PANELS = HG_EPI_PANELS;  // 0: stage the whole tile; 2: a ring of two panels
 [[maybe_unused]] constexpr int C_PANEL = wgmma_rules::c_panel(P);  // columns per C panel (one TMA store box)
 [[maybe_unused]] constexpr int C_COLS = wgmma_rules::c_cols(P);  // staged columns per consumer
@@ -287,9 +293,13 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
         if (col0 + c < N) C[static_cast<size_t>(col0 + c) * M + row0 + r] = __float2half_rn(x);
         if (col0 + c + 1 < N) C[static_cast<size_t>(col0 + c + 1) * M + row0 + r] = __float2half_rn(y);
       }
-    } else {
-      if (row0 + r < M && col0 + c < N)  // N % 8 == 0: a pair is wholly inside or wholly outside
+    } else if (N % 2 == 0) {
+      if (row0 + r < M && col0 + c < N)  // c even, N even: a pair is wholly inside or wholly outside
         *reinterpret_cast<__half2*>(C + static_cast<size_t>(row0 + r) * N + col0 + c) = __floats2half2_rn(x, y);
+    } else if (row0 + r < M) {  // N odd: a row of C starts on any 2-byte boundary
+      __half* row = C + static_cast<size_t>(row0 + r) * N;
+      if (col0 + c < N) row[col0 + c] = __float2half_rn(x);
+      if (col0 + c + 1 < N) row[col0 + c + 1] = __float2half_rn(y);
     }
   });
 #endif
@@ -420,6 +430,9 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     mbar_init(order_bar + 8, 4);
     mbar_init_fence();
   }
+  // HG_PAD_ROWS: launched as hgemm_wgmma_pad's dependent, the kernel may start before the copies it reads are
+  // written; griddepcontrol.wait returns once that grid has finished and its writes are visible.
+  if (PAD_ROWS) asm volatile("griddepcontrol.wait;\n" ::: "memory");
   if (CLUSTER_M > 1) {
     // Peers may multicast into this CTA's ring and arrive on its barriers once they pass this barrier;
     // the init fence above already made the barriers visible to the cluster, so a relaxed one suffices.
@@ -611,6 +624,46 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
 #endif
 }
 
+// HG_PAD_ROWS: the rows of A (M x K) and then of Bt (N x K) copied to `out` with a row stride of KP = K rounded up
+// to 8 halves (16 bytes), the padding written as zeros; one 16-byte chunk of a padded row per step. TMA's
+// extent stays K, so the GEMM never reads the padding. Lets its dependent GEMM launch at once: that waits
+// (griddepcontrol.wait) for this grid to finish before it reads.
+__global__ void __launch_bounds__(256) hgemm_wgmma_pad(const __half* __restrict__ A, const __half* __restrict__ Bt,
+                                                       __half* __restrict__ out, int M, int N, int K, int KP) {
+#if HGW_DEVICE_OK
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  const int chunks = KP / 8;
+  const int total = (M + N) * chunks;  // <= 64 MiB / 16 bytes (wgmma_rules::pad_bytes)
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const int row = i / chunks, c = (i - row * chunks) * 8;
+    const __half* src = row < M ? A + static_cast<size_t>(row) * K : Bt + static_cast<size_t>(row - M) * K;
+    uint32_t w[4];
+    if (K % 2 == 0) {  // every row starts 4-byte aligned; c + 2j < K holds for both halves of a word or neither
+      const uint32_t* s = reinterpret_cast<const uint32_t*>(src + c);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) w[j] = c + 2 * j < K ? __ldg(s + j) : 0u;
+    } else {
+      const unsigned short* s = reinterpret_cast<const unsigned short*>(src);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t lo = c + 2 * j < K ? __ldg(s + c + 2 * j) : 0u;
+        const uint32_t hi = c + 2 * j + 1 < K ? __ldg(s + c + 2 * j + 1) : 0u;
+        w[j] = lo | (hi << 16);
+      }
+    }
+    *reinterpret_cast<uint4*>(out + static_cast<size_t>(row) * KP + c) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+#else
+  (void)A;
+  (void)Bt;
+  (void)out;
+  (void)M;
+  (void)N;
+  (void)K;
+  (void)KP;
+#endif
+}
+
 // Split-K reduction: C[i] = fp16(sum over slices of partial[s][i]), 4 elements per step.
 __global__ void __launch_bounds__(256) hgemm_wgmma_reduce(const float* __restrict__ partial, __half* __restrict__ C,
                                                           size_t mn) {
@@ -661,12 +714,13 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-// Row-major rows x cols fp16 matrix, boxes of box_rows x box_cols (64: 128-byte swizzle, 32: 64-byte).
-bool make_map(CUtensorMap* map, const void* ptr, int rows, int cols, int box_rows, int box_cols = 64) {
+// Row-major rows x cols fp16 matrix, rows `ld` halves apart, boxes of box_rows x box_cols (64: 128-byte
+// swizzle, 32: 64-byte).
+bool make_map(CUtensorMap* map, const void* ptr, int rows, int cols, int ld, int box_rows, int box_cols = 64) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = encode_fn();
   if (encode == nullptr) return false;
   cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
+  cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
   cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
   const CUtensorMapSwizzle swizzle = box_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   cuuint32_t estr[2] = {1, 1};
@@ -684,10 +738,9 @@ bool hopper_device(int* sms) {
   return major == 9;
 }
 
-// Workspace bytes the fp32 split-K partials need (0 without split-K).
-size_t partial_bytes(int M, int N) {
-  return hgw_cfg::SPLIT_K > 1 && !hgw_cfg::DSMEM ? static_cast<size_t>(hgw_cfg::SPLIT_K) * M * N * sizeof(float) : 0;
-}
+// Workspace bytes of the fp32 split-K partials (0 without split-K) and of HG_PAD_ROWS's copies (0 without).
+size_t partial_bytes(int M, int N) { return static_cast<size_t>(wgmma_rules::partial_bytes(hgw_cfg::P, M, N)); }
+size_t pad_bytes(int M, int N, int K) { return static_cast<size_t>(wgmma_rules::pad_bytes(hgw_cfg::P, M, N, K)); }
 
 bool shape_ok(int M, int N, int K) { return wgmma_rules::shape_violation(hgw_cfg::P, M, N, K) == nullptr; }
 
@@ -702,16 +755,23 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   int sms = 0;
   if (!hopper_device(&sms)) return static_cast<int>(cudaErrorNotSupported);
   if (!shape_ok(M, N, K)) return static_cast<int>(cudaErrorInvalidValue);
-  if (partial_bytes(M, N) > workspace_bytes || (SPLIT_K > 1 && !DSMEM && workspace == nullptr))
+  const size_t padded = pad_bytes(M, N, K);  // the copies first, the partials after them
+  if (padded + partial_bytes(M, N) > workspace_bytes || ((PAD_ROWS || (SPLIT_K > 1 && !DSMEM)) && workspace == nullptr))
     return static_cast<int>(cudaErrorInvalidValue);
-  float* partial = static_cast<float*>(workspace);
+  float* partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + padded);
+  const size_t partial_room = workspace_bytes - padded;
+  // HG_PAD_ROWS: A and Bt as copies with 16-byte rows, written by the kernel launched first.
+  const int ld = PAD_ROWS ? static_cast<int>(wgmma_rules::padded_k(K)) : K;
+  const __half* a_in = PAD_ROWS ? static_cast<const __half*>(workspace) : A;
+  const __half* bt_in = PAD_ROWS ? static_cast<const __half*>(workspace) + static_cast<size_t>(M) * ld : Bt;
   // The kernel's operands and extents: with HG_SWAP_AB it computes Ct (mk = N rows of Bt, nk = M rows of A).
-  const __half* a_op = SWAP_AB ? Bt : A;
-  const __half* b_op = SWAP_AB ? A : Bt;
+  const __half* a_op = SWAP_AB ? bt_in : a_in;
+  const __half* b_op = SWAP_AB ? a_in : bt_in;
   const int mk = SWAP_AB ? N : M, nk = SWAP_AB ? M : N;
-  CUtensorMap tmA, tmB, tmC;  // tmC: C as it is (only the TMA-store epilogue uses it, never with HG_SWAP_AB)
-  if (!make_map(&tmA, a_op, mk, K, BM) || !make_map(&tmB, b_op, nk, K, B_SLICE) ||
-      !make_map(&tmC, C, M, N, WG_ROWS, C_PANEL))
+  // tmC: C as it is, only for the TMA-store epilogue (never with HG_SWAP_AB, always with N a multiple of 8)
+  CUtensorMap tmA, tmB, tmC = {};
+  if (!make_map(&tmA, a_op, mk, K, ld, BM) || !make_map(&tmB, b_op, nk, K, ld, B_SLICE) ||
+      (HG_EPILOGUE && !make_map(&tmC, C, M, N, N, WG_ROWS, C_PANEL)))
     return static_cast<int>(cudaErrorInvalidValue);
   cudaError_t e = cudaFuncSetAttribute(hgemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return static_cast<int>(e);
@@ -721,11 +781,13 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   cfg.blockDim = dim3(THREADS, 1, 1);
   cfg.dynamicSmemBytes = SMEM_BYTES;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = DSMEM ? SPLIT_K : CLUSTER_M;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // HG_PAD_ROWS: the copy kernel's dependent
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   int grid = tiles;
@@ -750,9 +812,21 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
     if (grid > slots || STREAM_K) grid = slots - slots % CLUSTER_M;  // stream-K: every slot gets k-blocks
   }
   if (stream_k_tiles(tiles / CLUSTER_M, grid / CLUSTER_M) > 0) {  // a partial slot per CTA, a flag per consumer
-    if (workspace == nullptr || static_cast<size_t>(grid) * BM * BN * sizeof(float) > workspace_bytes ||
+    if (workspace == nullptr || static_cast<size_t>(grid) * BM * BN * sizeof(float) > partial_room ||
         grid > SK_MAX_CTAS)
       return static_cast<int>(cudaErrorInvalidValue);
+  }
+  if (PAD_ROWS) {
+    const int chunks = static_cast<int>(wgmma_rules::padded_k(K) / 8);
+    const long long steps = static_cast<long long>(M + N) * chunks;
+    const long long blocks = (steps + 255) / 256;
+    cudaLaunchConfig_t pcfg = {};
+    pcfg.gridDim = dim3(static_cast<unsigned>(blocks < sms * 8ll ? blocks : sms * 8ll), 1, 1);
+    pcfg.blockDim = dim3(256, 1, 1);
+    pcfg.stream = stream;
+    e = cudaLaunchKernelEx(&pcfg, hgemm_wgmma_pad, A, Bt, static_cast<__half*>(workspace), M, N, K, ld);
+    if (e != cudaSuccess) return static_cast<int>(e);
+    cfg.numAttrs = 2;
   }
   cfg.gridDim = dim3(grid, 1, 1);
   e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, partial, mk, nk, K);
