@@ -15,7 +15,7 @@ load latency, plus per-tile (epilogue, DSMEM reduction) and launch costs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hgemm.core.record import GpuInfo
@@ -332,6 +332,23 @@ def _predict_gemv(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInf
     )
 
 
+def _predict_padded(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> Prediction:
+    """wgmma's `pad_rows`: a first kernel copies A and Bt with 16-byte rows (read and written once more; A once per
+    column of blocks where C goes in blocks), then the GEMM, block by block where the copies of the whole do not fit
+    the workspace: each block as a GEMM of its own."""
+    from hgemm.evaluator.kernels import rules
+
+    M, N, K = shape
+    bm, bn = rules.pad_block(shape)
+    col_blocks, row_blocks = -(-N // bn), -(-M // bm)
+    gemm = predict(family, {**params, "pad_rows": 0}, Shape(bm, bn, -(-K // 8) * 8), gpu)
+    copied = (M * K * (col_blocks if bm < M else 1) + N * K) * 2.0
+    copy_us = 2.0 * copied / gpu_peaks(gpu).hbm_bps * 1e6
+    blocks = row_blocks * col_blocks
+    us = blocks * gemm.us + copy_us + blocks * EXTRA_KERNEL_US
+    return replace(gemm, us=us, tiles=blocks * gemm.tiles, dram_us=blocks * gemm.dram_us + copy_us)
+
+
 def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> Prediction:
     """The model's estimate with its parts, for explanation and tests."""
     M, N, K = shape
@@ -339,6 +356,8 @@ def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> 
     fam = None if isinstance(family, str) else family
     if name.lower().startswith("gemv"):
         return _predict_gemv(fam, params, shape, gpu)
+    if param(params, "pad_rows", 0):
+        return _predict_padded(family, params, shape, gpu)
     if int(param(params, "swap_ab", 0)):  # the kernel computes C transposed: its M is C's N
         M, N = N, M
     peaks = gpu_peaks(gpu)
@@ -426,8 +445,6 @@ def predict(family: Any, params: dict[str, Any], shape: Shape, gpu: GpuInfo) -> 
     us = body + KERNEL_LAUNCH_US + (kernels - 1) * EXTRA_KERNEL_US
     if fam is not None and callable(getattr(fam, "time_factor", None)):
         us *= fam.time_factor(params, gpu.name)  # what the family measured that this model cannot see
-    if param(params, "pad_rows", 0):  # a first kernel copies A and Bt with 16-byte rows: read and written again
-        us += 2.0 * operands / peaks.hbm_bps * 1e6 + EXTRA_KERNEL_US
     return Prediction(
         us=us,
         tiles=tiles,

@@ -180,6 +180,39 @@ def test_wgmma_is_correct_on_any_k_and_n():
     assert not bad, bad
 
 
+# Copies of all of A and Bt beyond the 64 MiB workspace: C in blocks. 3000x6000: A whole, Bt in 5120 + 880 rows;
+# 5000x5001: 3840 + 1160 rows of each, N odd.
+BLOCKED_SHAPES = [Shape(3000, 6000, 4099), Shape(5000, 5001, 4099)]
+BLOCKED_VARIANTS = {
+    "default": {},
+    "tma-store": {"epilogue": 1, "epi_panels": 2},
+    "register-store": {"epilogue": 0, "cluster_m": 1},
+    "split-dsmem": {"epilogue": 0, "split_k": 2, "split_dsmem": 1, "persistent": 0, "bn": 128},
+    "swap": {"swap_ab": 1, "cluster_m": 2},
+}
+
+
+def test_wgmma_pads_block_by_block_where_the_copies_exceed_the_workspace():
+    import torch
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma kernels need a compute capability 9.x GPU")
+    from hgemm.evaluator.kernels import get_family, rules
+
+    fam = get_family("wgmma")
+    cases = []
+    for shape in BLOCKED_SHAPES:
+        assert rules.pad_block(shape) < (shape.M, shape.N), shape  # computed block by block
+        base = fam.default_params(shape)
+        for label, change in BLOCKED_VARIANTS.items():
+            params = fam.repair({**base, **change})
+            if fam.check(params, shape) is None:
+                cases.append((label, "wgmma", params, shape))
+    assert {c[0] for c in cases} == set(BLOCKED_VARIANTS)
+    bad = [r for r in _run(cases) if not r["ok"]]
+    assert not bad, bad
+
+
 def test_narrow_loads_are_correct_on_any_k():
     from hgemm.evaluator.kernels import get_family
 

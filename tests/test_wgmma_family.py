@@ -74,16 +74,21 @@ def test_default_params_take_any_shape_whose_copies_fit_the_workspace():
         assert params["pad_rows"] == (1 if shape[2] % 8 else 0), shape
         if shape[1] % 8:
             assert params["epilogue"] == 0 and params["split_k"] == 1, shape
-    # 8191^3: the padded rows of A and Bt (256 MiB) do not fit the 64 MiB workspace
-    assert FAMILY.default_params(Shape(8191, 8191, 8191), H100) is None
+    # 8191^3: the padded rows of A and Bt (256 MiB) do not fit the 64 MiB workspace; C goes in 2048 x 2048 blocks,
+    # whose rows of A and Bt do, and the tile is chosen for the block (128x256: 128 tiles, one wave)
+    assert rules.pad_block(Shape(8191, 8191, 8191)) == (2048, 2048)
+    assert rules.pad_block(Shape(3000, 5000, 700)) == (3000, 5000)  # the copies of the whole fit
+    assert rules.pad_block(Shape(64, 16384, 16383)) == (64, 1792)  # a short side whole, the other what room is left
+    big = FAMILY.default_params(Shape(8191, 8191, 8191), H100)
+    assert (big["bm"], big["bn"], big["cluster_m"], big["pad_rows"], big["split_k"]) == (128, 256, 2, 1, 1)
 
 
 @pytest.mark.parametrize(
     ("change", "shape", "needle"),
     [({"pad_rows": 0}, (3000, 5000, 700), "K must be a multiple of 8"),
      ({"pad_rows": 1}, (3000, 5000, 704), "pad_rows is for K not a multiple of 8"),
-     ({"pad_rows": 1}, (8191, 8192, 8191), "exceed the 64 MiB workspace"),
-     ({"pad_rows": 1, "epilogue": 0, "split_k": 4}, (2048, 4096, 4095), "exceed the 64 MiB workspace"),
+     ({"pad_rows": 1, "epilogue": 0, "split_k": 2}, (512, 8192, 8191), "no room for split-K partials"),
+     ({"pad_rows": 1, "epilogue": 0, "split_k": 3}, (2048, 2048, 4095), "and the split-K partials exceed"),
      ({"pad_rows": 1, "stream_k": 1}, (3000, 5000, 700), "stream_k=0"),
      ({"epilogue": 1}, (4095, 4097, 1000), "N must be a multiple of 8 for the TMA store"),
      ({"epilogue": 0, "split_k": 2}, (4095, 4097, 1000), "split-K's sum")],
@@ -92,6 +97,8 @@ def test_rows_tma_cannot_take_have_their_rules(change, shape, needle):
     params = FAMILY.repair({**BIG, **change})
     reason = FAMILY.check({**params, **change}, Shape(*shape), H100)
     assert reason is not None and needle in reason, reason
+    # beyond the shapes hgemm takes (K <= 65536), not even 256 padded rows of A and of Bt would fit
+    assert "K too long" in rules.shape_violation({**wgmma_family.OPTIONAL, **BIG, "pad_rows": 1}, (256, 256, 70001))
     # the workspace holds the copies (A's rows, then Bt's, K rounded up to 8) and after them the split-K partials
     assert rules.shape_violation({**wgmma_family.OPTIONAL, **BIG, "pad_rows": 1, "epilogue": 0, "split_k": 2},
                                  Shape(2048, 2048, 2047)) is None  # fmt: skip

@@ -76,6 +76,7 @@ def library() -> ctypes.CDLL:
                  "gemv_register_estimate"):
         getattr(dll, name).restype, getattr(dll, name).argtypes = ctypes.c_int, [ip]
     dll.wgmma_box_k.restype, dll.wgmma_box_k.argtypes = ctypes.c_int, []
+    dll.wgmma_pad_block.restype, dll.wgmma_pad_block.argtypes = ll, [ll, ll, ll, ctypes.c_int]
     return dll
 
 
@@ -111,6 +112,13 @@ def register_estimate(params: dict, fam: str) -> int:
 def box_k() -> int:
     """The wgmma family's k per TMA box (one 128-byte swizzle row); a ring stage holds `stage_k` / box_k of them."""
     return library().wgmma_box_k()
+
+
+def pad_block(shape: Shape) -> tuple[int, int]:
+    """The wgmma family's block of C under `pad_rows` (rows of A, rows of Bt): the whole shape where the padded copies
+    of A and Bt fit the workspace, else the blocks computed one after another."""
+    dll = library()
+    return dll.wgmma_pad_block(*shape, 0), dll.wgmma_pad_block(*shape, 1)
 
 
 def c_panel(params: dict) -> int:

@@ -56,6 +56,10 @@ const char* wgmma_shape_violation(const int* v, long long m, long long n, long l
 int wgmma_smem_bytes(const int* v) { return wgmma_rules::smem_bytes(params<W, WN>(v)); }
 int wgmma_c_panel(const int* v) { return wgmma_rules::c_panel(params<W, WN>(v)); }
 int wgmma_wg_rows(const int* v) { return wgmma_rules::wg_rows(params<W, WN>(v)); }
+// pad_rows: the rows of A (m) and of Bt (n) per block of C, the whole sides where the copies fit the workspace
+long long wgmma_pad_block(long long m, long long n, long long k, int side) {
+  return side == 0 ? wgmma_rules::pad_block_m(m, n, k) : wgmma_rules::pad_block_n(m, n, k);
+}
 long long wgmma_walk(const int* const* values, const int* counts, long long* accepted) {
   return walk<W, WN>(values, counts, accepted, [](const W& p) { return wgmma_rules::violation(p); }, [](const W& p) {
     const int rows = wgmma_rules::wg_rows(p);

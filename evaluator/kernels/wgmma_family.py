@@ -322,6 +322,8 @@ class WgmmaFamily(Family):
           multiple of 8 stores C from the registers, unsplit.
         """
         M, N, K = shape
+        if K % 8:  # the tiles are chosen for the blocks of C whose rows of A and Bt the workspace's copies hold
+            M, N = rules.pad_block(shape)
         sms = gpu.sm_count if gpu is not None and gpu.sm_count else 132
         k_blocks = -(-K // BOX_K)
         base = {"group_m": 8, "persistent": 1, "epilogue": 1, "cluster_m": 1, "pingpong": 0, "split_k": 1,
@@ -561,7 +563,8 @@ FAMILIES: dict[str, Family] = {
         space=SPACE,
         description="Hopper TMA + wgmma warp-specialised kernel: producer warpgroup, 1-2 consumer "
         "warpgroups (3 for 192-row tiles), mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, "
-        "2x1 multicast clusters, split-K with a reduction kernel or DSMEM, stream-K",
+        "2x1 multicast clusters, split-K with a reduction kernel or DSMEM, stream-K, rows of A and Bt copied with "
+        "16-byte padding where K is not a multiple of 8",
         min_cc=9.0,
         tuning=("group_m", "persistent", "epi_panels", "stages", "warp_producer", "stage_k"),
     ),

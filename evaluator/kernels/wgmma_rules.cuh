@@ -83,6 +83,23 @@ constexpr long long pad_bytes(const Params& p, long long M, long long N, long lo
 constexpr long long partial_bytes(const Params& p, long long M, long long N) {
   return p.split_k > 1 && !dsmem(p) ? static_cast<long long>(p.split_k) * M * N * 4 : 0;
 }
+// Where the copies of all of A and Bt do not fit the workspace, C is computed block by block: rows [m0, m0 + bm) of
+// A and [n0, n0 + bn) of Bt copied, then their GEMM; each block's sides are multiples of PAD_BLOCK rows (or the
+// whole side), and the copies of one block's rows fill at most the workspace.
+constexpr long long PAD_BLOCK = 256;
+constexpr long long pad_room(long long K) { return WORKSPACE_BYTES / (padded_k(K) * 2); }  // padded rows that fit
+constexpr bool pad_blocked(long long M, long long N, long long K) { return (M + N) * padded_k(K) * 2 > WORKSPACE_BYTES; }
+constexpr long long pad_block_m(long long M, long long N, long long K) {
+  const long long room = pad_room(K);
+  if (!pad_blocked(M, N, K) || M <= room / 2) return M;
+  if (N <= room / 2) return (room - N) / PAD_BLOCK * PAD_BLOCK;
+  return room / 2 / PAD_BLOCK * PAD_BLOCK;
+}
+constexpr long long pad_block_n(long long M, long long N, long long K) {
+  if (!pad_blocked(M, N, K)) return N;
+  const long long bn = (pad_room(K) - pad_block_m(M, N, K)) / PAD_BLOCK * PAD_BLOCK;
+  return N < bn ? N : bn;
+}
 
 // The first rule the shape M x N x K breaks for `p` (what hgemm_supports refuses), or nullptr. Any M; partial
 // tiles in M, N and K are loaded by TMA with zero fill and stored clipped (TMA) or predicated (the other
@@ -98,8 +115,13 @@ constexpr const char* shape_violation(const Params& p, long long M, long long N,
            "epilogue=0, split_k=1";
   if (k_blocks(bk(p), K) < p.split_k) return "fewer k-blocks than split_k";
   if (partial_bytes(p, M, N) > WORKSPACE_BYTES) return "split-K partials exceed the 64 MiB workspace";
-  if (pad_bytes(p, M, N, K) + partial_bytes(p, M, N) > WORKSPACE_BYTES)
-    return "the padded rows of A and Bt (and the split-K partials) exceed the 64 MiB workspace";
+  if (p.pad_rows && pad_blocked(M, N, K)) {
+    if (pad_room(K) < 2 * PAD_BLOCK) return "K too long for PAD_BLOCK padded rows of A and of Bt in the workspace";
+    if (partial_bytes(p, M, N) > 0)
+      return "the padded rows of A and Bt fill the 64 MiB workspace, block by block: no room for split-K partials";
+  } else if (pad_bytes(p, M, N, K) + partial_bytes(p, M, N) > WORKSPACE_BYTES) {
+    return "the padded rows of A and Bt and the split-K partials exceed the 64 MiB workspace";
+  }
   return nullptr;
 }
 

@@ -19,7 +19,8 @@
 // the 2x1 cluster multicasts A; C is stored transposed from the registers (or the fp32 partials are).
 // HG_PAD_ROWS takes K that is not a multiple of 8, whose rows TMA cannot read: a first kernel copies A and Bt
 // into the workspace with rows padded to 16 bytes, and the GEMM, launched as its programmatic dependent,
-// reads the copies once it has passed griddepcontrol.wait.
+// reads the copies once it has passed griddepcontrol.wait; where the copies do not fit the workspace, block by
+// block of C (a copy and a GEMM per block, C's rows ldc apart).
 //
 // Invariants:
 // - Every rule on the parameters and on the shapes, and every resource formula the search also needs
@@ -241,7 +242,7 @@ __device__ __forceinline__ void stage_columns(float (&acc)[M_ITERS][BN / 2], uin
 
 // Consumer epilogue: fp32 accumulators -> fp16, rows [row0, row0 + WG_ROWS) of the tile.
 // `panels` counts the 64-column panels this thread's warpgroup has staged (HG_EPI_PANELS ring).
-__device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half* C, const CUtensorMap* tmC,
+__device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half* C, int ldc, const CUtensorMap* tmC,
                                            uint8_t* c_smem, int row0, int col0, int M, int N, int wg_thread,
                                            int wg, uint32_t& panels) {
 #if HG_EPILOGUE && HG_EPI_PANELS
@@ -288,16 +289,17 @@ __device__ __forceinline__ void store_tile(float (&acc)[M_ITERS][BN / 2], __half
   (void)panels;
   for_each_pair(acc, wg_thread, [&](int r, int c, float x, float y) {
     if constexpr (SWAP_AB) {
-      // (row, col) of Ct is C[col][row], and a row of C holds M halves; N (C's M) may be odd.
+      // (row, col) of Ct is C[col][row], rows of C ldc halves apart; N (C's M) may be odd.
       if (row0 + r < M) {
-        if (col0 + c < N) C[static_cast<size_t>(col0 + c) * M + row0 + r] = __float2half_rn(x);
-        if (col0 + c + 1 < N) C[static_cast<size_t>(col0 + c + 1) * M + row0 + r] = __float2half_rn(y);
+        if (col0 + c < N) C[static_cast<size_t>(col0 + c) * ldc + row0 + r] = __float2half_rn(x);
+        if (col0 + c + 1 < N) C[static_cast<size_t>(col0 + c + 1) * ldc + row0 + r] = __float2half_rn(y);
       }
-    } else if (N % 2 == 0) {
-      if (row0 + r < M && col0 + c < N)  // c even, N even: a pair is wholly inside or wholly outside
-        *reinterpret_cast<__half2*>(C + static_cast<size_t>(row0 + r) * N + col0 + c) = __floats2half2_rn(x, y);
-    } else if (row0 + r < M) {  // N odd: a row of C starts on any 2-byte boundary
-      __half* row = C + static_cast<size_t>(row0 + r) * N;
+    } else if (ldc % 2 == 0) {
+      // c even, N even where ldc is (a block of C ends at an even column too): a pair is wholly inside or outside
+      if (row0 + r < M && col0 + c < N)
+        *reinterpret_cast<__half2*>(C + static_cast<size_t>(row0 + r) * ldc + col0 + c) = __floats2half2_rn(x, y);
+    } else if (row0 + r < M) {  // ldc odd: a row of C starts on any 2-byte boundary
+      __half* row = C + static_cast<size_t>(row0 + r) * ldc;
       if (col0 + c < N) row[col0 + c] = __float2half_rn(x);
       if (col0 + c + 1 < N) row[col0 + c + 1] = __float2half_rn(y);
     }
@@ -359,7 +361,7 @@ __device__ __forceinline__ void park_partial(float (&acc)[M_ITERS][BN / 2], uint
 
 // HG_SPLIT_DSMEM: CTA `rank` of the tile's cluster sums its share (float4 units [rank*V/S,
 // (rank+1)*V/S) of the tile, row-major) over every peer's parked partial and writes fp16 C.
-__device__ __forceinline__ void reduce_cluster(__half* C, uint32_t p_local, int m0, int n0, int M, int N,
+__device__ __forceinline__ void reduce_cluster(__half* C, int ldc, uint32_t p_local, int m0, int n0, int M, int N,
                                                uint32_t rank, int t, int threads) {
   constexpr int VPR = BN / 4;  // float4 units per tile row
   constexpr int V = BM * VPR;
@@ -383,7 +385,7 @@ __device__ __forceinline__ void reduce_cluster(__half* C, uint32_t p_local, int 
     uint2 packed;
     packed.x = pack_half2(sum.x, sum.y);
     packed.y = pack_half2(sum.z, sum.w);
-    *reinterpret_cast<uint2*>(C + static_cast<size_t>(m0 + r) * N + n0 + c) = packed;
+    *reinterpret_cast<uint2*>(C + static_cast<size_t>(m0 + r) * ldc + n0 + c) = packed;
   }
 }
 
@@ -392,7 +394,8 @@ __device__ __forceinline__ void reduce_cluster(__half* C, uint32_t p_local, int 
 
 __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
     hgemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
-                       const __grid_constant__ CUtensorMap tmC, __half* C, float* partial, int M, int N, int K) {
+                       const __grid_constant__ CUtensorMap tmC, __half* C, float* partial, int M, int N, int K,
+                       int ldc) {
 #if HGW_DEVICE_OK
   using namespace hgw;
   extern __shared__ uint8_t smem_raw[];
@@ -594,7 +597,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
             add_fragments(acc, partial + (static_cast<size_t>(cta) * CONSUMERS + cw) * WG_ROWS * BN, wg_thread);
           }
         }
-        store_tile(acc, C, &tmC, smem + OFF_C, row0, n0, M, N, wg_thread, cw, panels);
+        store_tile(acc, C, ldc, &tmC, smem + OFF_C, row0, n0, M, N, wg_thread, cw, panels);
       }
     }
 #if HG_EPILOGUE
@@ -611,7 +614,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
       const int tile = blockIdx.x / SPLIT_K;
       int mu, nb;
       tile_coords(tile, m_units, n_blocks, mu, nb);
-      reduce_cluster(C, sA, mu * BM, nb * BN, M, N, cluster_ctarank(), threadIdx.x - 128, 128 * CONSUMERS);
+      reduce_cluster(C, ldc, sA, mu * BM, nb * BN, M, N, cluster_ctarank(), threadIdx.x - 128, 128 * CONSUMERS);
     }
     cluster_sync();
   }
@@ -621,22 +624,26 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   (void)K;
   (void)C;
   (void)partial;
+  (void)ldc;
 #endif
 }
 
-// HG_PAD_ROWS: the rows of A (M x K) and then of Bt (N x K) copied to `out` with a row stride of KP = K rounded up
-// to 8 halves (16 bytes), the padding written as zeros; one 16-byte chunk of a padded row per step. TMA's
-// extent stays K, so the GEMM never reads the padding. Lets its dependent GEMM launch at once: that waits
+// HG_PAD_ROWS: `a_rows` rows of A (K long) to `a_out` and `b_rows` rows of Bt to `b_out`, with a row stride of KP =
+// K rounded up to 8 halves (16 bytes), the padding written as zeros; one 16-byte chunk of a padded row per step.
+// TMA's extent stays K, so the GEMM never reads the padding. Lets its dependent GEMM launch at once: that waits
 // (griddepcontrol.wait) for this grid to finish before it reads.
-__global__ void __launch_bounds__(256) hgemm_wgmma_pad(const __half* __restrict__ A, const __half* __restrict__ Bt,
-                                                       __half* __restrict__ out, int M, int N, int K, int KP) {
+__global__ void __launch_bounds__(256) hgemm_wgmma_pad(const __half* __restrict__ A, int a_rows,
+                                                       const __half* __restrict__ Bt, int b_rows, __half* a_out,
+                                                       __half* b_out, int K, int KP) {
 #if HGW_DEVICE_OK
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   const int chunks = KP / 8;
-  const int total = (M + N) * chunks;  // <= 64 MiB / 16 bytes (wgmma_rules::pad_bytes)
+  const int total = (a_rows + b_rows) * chunks;  // <= 64 MiB / 16 bytes (the workspace the copies fill)
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     const int row = i / chunks, c = (i - row * chunks) * 8;
-    const __half* src = row < M ? A + static_cast<size_t>(row) * K : Bt + static_cast<size_t>(row - M) * K;
+    const bool in_a = row < a_rows;
+    const __half* src = in_a ? A + static_cast<size_t>(row) * K : Bt + static_cast<size_t>(row - a_rows) * K;
+    __half* dst = in_a ? a_out + static_cast<size_t>(row) * KP : b_out + static_cast<size_t>(row - a_rows) * KP;
     uint32_t w[4];
     if (K % 2 == 0) {  // every row starts 4-byte aligned; c + 2j < K holds for both halves of a word or neither
       const uint32_t* s = reinterpret_cast<const uint32_t*>(src + c);
@@ -651,14 +658,15 @@ __global__ void __launch_bounds__(256) hgemm_wgmma_pad(const __half* __restrict_
         w[j] = lo | (hi << 16);
       }
     }
-    *reinterpret_cast<uint4*>(out + static_cast<size_t>(row) * KP + c) = make_uint4(w[0], w[1], w[2], w[3]);
+    *reinterpret_cast<uint4*>(dst + c) = make_uint4(w[0], w[1], w[2], w[3]);
   }
 #else
   (void)A;
+  (void)a_rows;
   (void)Bt;
-  (void)out;
-  (void)M;
-  (void)N;
+  (void)b_rows;
+  (void)a_out;
+  (void)b_out;
   (void)K;
   (void)KP;
 #endif
@@ -738,40 +746,25 @@ bool hopper_device(int* sms) {
   return major == 9;
 }
 
-// Workspace bytes of the fp32 split-K partials (0 without split-K) and of HG_PAD_ROWS's copies (0 without).
+// Workspace bytes of the fp32 split-K partials (0 without split-K).
 size_t partial_bytes(int M, int N) { return static_cast<size_t>(wgmma_rules::partial_bytes(hgw_cfg::P, M, N)); }
-size_t pad_bytes(int M, int N, int K) { return static_cast<size_t>(wgmma_rules::pad_bytes(hgw_cfg::P, M, N, K)); }
 
 bool shape_ok(int M, int N, int K) { return wgmma_rules::shape_violation(hgw_cfg::P, M, N, K) == nullptr; }
 
-}  // namespace
-
-extern "C" int hgemm_supports(int M, int N, int K) { return shape_ok(M, N, K) && hopper_device(nullptr) ? 1 : 0; }
-
-extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __half* C, int M, int N, int K,
-                         void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+// One GEMM: the block of C at `C` (M x N, rows ldc halves apart) = A (M x K, rows lda halves apart) times Bt (N x K,
+// likewise)^T, launched as the programmatic dependent of the kernel before it where `dependent`; `partial` and
+// `partial_room` are the workspace the split-K partials and the stream-K slots may use.
+int launch_gemm(const __half* A, const __half* Bt, int lda, __half* C, int ldc, int M, int N, int K, float* partial,
+                size_t partial_room, int sms, bool dependent, cudaStream_t stream) {
   using namespace hgw_cfg;
-  (void)B;
-  int sms = 0;
-  if (!hopper_device(&sms)) return static_cast<int>(cudaErrorNotSupported);
-  if (!shape_ok(M, N, K)) return static_cast<int>(cudaErrorInvalidValue);
-  const size_t padded = pad_bytes(M, N, K);  // the copies first, the partials after them
-  if (padded + partial_bytes(M, N) > workspace_bytes || ((PAD_ROWS || (SPLIT_K > 1 && !DSMEM)) && workspace == nullptr))
-    return static_cast<int>(cudaErrorInvalidValue);
-  float* partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + padded);
-  const size_t partial_room = workspace_bytes - padded;
-  // HG_PAD_ROWS: A and Bt as copies with 16-byte rows, written by the kernel launched first.
-  const int ld = PAD_ROWS ? static_cast<int>(wgmma_rules::padded_k(K)) : K;
-  const __half* a_in = PAD_ROWS ? static_cast<const __half*>(workspace) : A;
-  const __half* bt_in = PAD_ROWS ? static_cast<const __half*>(workspace) + static_cast<size_t>(M) * ld : Bt;
   // The kernel's operands and extents: with HG_SWAP_AB it computes Ct (mk = N rows of Bt, nk = M rows of A).
-  const __half* a_op = SWAP_AB ? bt_in : a_in;
-  const __half* b_op = SWAP_AB ? a_in : bt_in;
+  const __half* a_op = SWAP_AB ? Bt : A;
+  const __half* b_op = SWAP_AB ? A : Bt;
   const int mk = SWAP_AB ? N : M, nk = SWAP_AB ? M : N;
   // tmC: C as it is, only for the TMA-store epilogue (never with HG_SWAP_AB, always with N a multiple of 8)
   CUtensorMap tmA, tmB, tmC = {};
-  if (!make_map(&tmA, a_op, mk, K, ld, BM) || !make_map(&tmB, b_op, nk, K, ld, B_SLICE) ||
-      (HG_EPILOGUE && !make_map(&tmC, C, M, N, N, WG_ROWS, C_PANEL)))
+  if (!make_map(&tmA, a_op, mk, K, lda, BM) || !make_map(&tmB, b_op, nk, K, lda, B_SLICE) ||
+      (HG_EPILOGUE && !make_map(&tmC, C, M, N, ldc, WG_ROWS, C_PANEL)))
     return static_cast<int>(cudaErrorInvalidValue);
   cudaError_t e = cudaFuncSetAttribute(hgemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return static_cast<int>(e);
@@ -812,26 +805,15 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
     if (grid > slots || STREAM_K) grid = slots - slots % CLUSTER_M;  // stream-K: every slot gets k-blocks
   }
   if (stream_k_tiles(tiles / CLUSTER_M, grid / CLUSTER_M) > 0) {  // a partial slot per CTA, a flag per consumer
-    if (workspace == nullptr || static_cast<size_t>(grid) * BM * BN * sizeof(float) > partial_room ||
+    if (partial == nullptr || static_cast<size_t>(grid) * BM * BN * sizeof(float) > partial_room ||
         grid > SK_MAX_CTAS)
       return static_cast<int>(cudaErrorInvalidValue);
   }
-  if (PAD_ROWS) {
-    const int chunks = static_cast<int>(wgmma_rules::padded_k(K) / 8);
-    const long long steps = static_cast<long long>(M + N) * chunks;
-    const long long blocks = (steps + 255) / 256;
-    cudaLaunchConfig_t pcfg = {};
-    pcfg.gridDim = dim3(static_cast<unsigned>(blocks < sms * 8ll ? blocks : sms * 8ll), 1, 1);
-    pcfg.blockDim = dim3(256, 1, 1);
-    pcfg.stream = stream;
-    e = cudaLaunchKernelEx(&pcfg, hgemm_wgmma_pad, A, Bt, static_cast<__half*>(workspace), M, N, K, ld);
-    if (e != cudaSuccess) return static_cast<int>(e);
-    cfg.numAttrs = 2;
-  }
+  if (dependent) cfg.numAttrs = 2;
   cfg.gridDim = dim3(grid, 1, 1);
-  e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, partial, mk, nk, K);
+  e = cudaLaunchKernelEx(&cfg, hgemm_wgmma_kernel, tmA, tmB, tmC, C, partial, mk, nk, K, ldc);
   if (e != cudaSuccess) return static_cast<int>(e);
-  if (SPLIT_K > 1 && !DSMEM) {
+  if (SPLIT_K > 1 && !DSMEM) {  // C whole (ldc == N; wgmma_rules: no split-K where C comes in blocks)
     const size_t mn = static_cast<size_t>(M) * N;  // N % 8 == 0, so mn % 4 == 0
     size_t blocks = (mn / 4 + 255) / 256;
     if (blocks > static_cast<size_t>(sms) * 8) blocks = static_cast<size_t>(sms) * 8;
@@ -846,6 +828,63 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
     rcfg.numAttrs = 1;
     e = cudaLaunchKernelEx(&rcfg, hgemm_wgmma_reduce, static_cast<const float*>(partial), C, mn);
     if (e != cudaSuccess) return static_cast<int>(e);
+  }
+  return cudaSuccess;
+}
+
+// HG_PAD_ROWS: copy `a_rows` rows of A and `b_rows` of Bt (either may be 0) into the workspace's copies.
+int launch_pad(const __half* A, int a_rows, const __half* Bt, int b_rows, __half* a_out, __half* b_out, int K, int KP,
+               int sms, cudaStream_t stream) {
+  const long long steps = static_cast<long long>(a_rows + b_rows) * (KP / 8);
+  const long long blocks = (steps + 255) / 256;
+  cudaLaunchConfig_t pcfg = {};
+  pcfg.gridDim = dim3(static_cast<unsigned>(blocks < sms * 8ll ? blocks : sms * 8ll), 1, 1);
+  pcfg.blockDim = dim3(256, 1, 1);
+  pcfg.stream = stream;
+  return static_cast<int>(cudaLaunchKernelEx(&pcfg, hgemm_wgmma_pad, A, a_rows, Bt, b_rows, a_out, b_out, K, KP));
+}
+
+}  // namespace
+
+extern "C" int hgemm_supports(int M, int N, int K) { return shape_ok(M, N, K) && hopper_device(nullptr) ? 1 : 0; }
+
+extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __half* C, int M, int N, int K,
+                         void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  using namespace hgw_cfg;
+  (void)B;
+  int sms = 0;
+  if (!hopper_device(&sms)) return static_cast<int>(cudaErrorNotSupported);
+  if (!shape_ok(M, N, K)) return static_cast<int>(cudaErrorInvalidValue);
+  if ((PAD_ROWS || (SPLIT_K > 1 && !DSMEM)) && workspace == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  if (!PAD_ROWS) {
+    if (partial_bytes(M, N) > workspace_bytes) return static_cast<int>(cudaErrorInvalidValue);
+    const int e = launch_gemm(A, Bt, K, C, N, M, N, K, static_cast<float*>(workspace), workspace_bytes, sms, false,
+                              stream);
+    return e != cudaSuccess ? e : static_cast<int>(cudaGetLastError());
+  }
+  // HG_PAD_ROWS: copies of A's rows, then Bt's, with 16-byte rows; the split-K partials after them. Where the copies
+  // of the whole do not fit, C goes in blocks of bm x bn (wgmma_rules: no partials then): for each block, its rows of
+  // A copied (once only where one block spans M) and, at a new column of blocks, its rows of Bt, then its GEMM.
+  const int kp = static_cast<int>(wgmma_rules::padded_k(K));
+  const int bm = static_cast<int>(wgmma_rules::pad_block_m(M, N, K));
+  const int bn = static_cast<int>(wgmma_rules::pad_block_n(M, N, K));
+  const size_t copies = (static_cast<size_t>(bm + bn) * kp * 2 + 255) / 256 * 256;
+  if (copies + partial_bytes(M, N) > workspace_bytes) return static_cast<int>(cudaErrorInvalidValue);
+  __half* a_copy = static_cast<__half*>(workspace);
+  __half* bt_copy = a_copy + static_cast<size_t>(bm) * kp;
+  float* partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + copies);
+  for (int n0 = 0; n0 < N; n0 += bn) {
+    const int n_len = N - n0 < bn ? N - n0 : bn;
+    for (int m0 = 0; m0 < M; m0 += bm) {
+      const int m_len = M - m0 < bm ? M - m0 : bm;
+      const bool copy_a = n0 == 0 || bm < M, copy_bt = m0 == 0;
+      int e = launch_pad(A + static_cast<size_t>(m0) * K, copy_a ? m_len : 0, Bt + static_cast<size_t>(n0) * K,
+                         copy_bt ? n_len : 0, a_copy, bt_copy, K, kp, sms, stream);
+      if (e != cudaSuccess) return e;
+      e = launch_gemm(a_copy, bt_copy, kp, C + static_cast<size_t>(m0) * N + n0, N, m_len, n_len, K, partial,
+                      workspace_bytes - copies, sms, true, stream);
+      if (e != cudaSuccess) return e;
+    }
   }
   return static_cast<int>(cudaGetLastError());
 }
