@@ -23,3 +23,13 @@ def build_without_spills(source: str, workdir: Path) -> str:
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert spills and all(s == ("0", "0") for s in spills), log
     return log
+
+
+def entry_report(log: str, kernel: str, arch: str = "sm_90a") -> str:
+    """ptxas' report of the one entry function whose name holds `kernel`, compiled for `arch` (its properties,
+    registers and barriers), from a `build_without_spills` log of a source with several kernels."""
+    for part in log.split("Compiling entry function '")[1:]:
+        name, _, rest = part.partition("'")
+        if kernel in name and rest.startswith(f" for '{arch}'"):
+            return rest
+    raise AssertionError(f"no entry function {kernel} for {arch} in the log")
