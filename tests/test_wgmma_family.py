@@ -79,6 +79,7 @@ def test_default_params_take_any_shape_whose_copies_fit_the_workspace():
     assert rules.pad_block(Shape(8191, 8191, 8191)) == (2048, 2048)
     assert rules.pad_block(Shape(3000, 5000, 700)) == (3000, 5000)  # the copies of the whole fit
     assert rules.pad_block(Shape(64, 16384, 16383)) == (64, 1792)  # a short side whole, the other what room is left
+    assert rules.pad_block(Shape(20000, 1000, 4099)) == (7168, 1000)
     big = FAMILY.default_params(Shape(8191, 8191, 8191), H100)
     assert (big["bm"], big["bn"], big["cluster_m"], big["pad_rows"], big["split_k"]) == (128, 256, 2, 1, 1)
 

@@ -97,8 +97,8 @@ constexpr long long pad_block_m(long long M, long long N, long long K) {
 }
 constexpr long long pad_block_n(long long M, long long N, long long K) {
   if (!pad_blocked(M, N, K)) return N;
-  const long long bn = (pad_room(K) - pad_block_m(M, N, K)) / PAD_BLOCK * PAD_BLOCK;
-  return N < bn ? N : bn;
+  const long long left = pad_room(K) - pad_block_m(M, N, K);  // rows of Bt beside a block's rows of A
+  return N <= left ? N : left / PAD_BLOCK * PAD_BLOCK;
 }
 
 // The first rule the shape M x N x K breaks for `p` (what hgemm_supports refuses), or nullptr. Any M; partial
