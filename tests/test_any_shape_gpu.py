@@ -1,9 +1,9 @@
 """Any shape on a real GPU: each family's kernels are correct on shapes no tile divides, through the real
 evaluator (its check of every element against a float64 reference, outputs poisoned before each call).
 
-wgmma takes any M and N, K multiples of 8: partial tiles in every dimension, in each of its store paths (TMA
-store, register stores, split-K partials, DSMEM reduction, stream-K); any K through `pad_rows` and any N through
-register stores. mma_ms, mma_splitk and small take any K
+wgmma takes any M, N and K: partial tiles in every dimension, in each of its store paths (TMA store, register
+stores, split-K partials, DSMEM reduction, stream-K); K not a multiple of 8 through `pad_rows`, N not a multiple
+of 8 through register stores. mma_ms, mma_splitk and small take any K
 through KVEC (mma_ms and mma_splitk with narrow loads or staged, realigned blocks); gemv any N and K for M <= 4.
 Run: `pytest -m gpu tests/test_any_shape_gpu.py -s` (prints a table).
 """
@@ -181,7 +181,7 @@ def test_wgmma_is_correct_on_any_k_and_n():
 
 
 # Copies of all of A and Bt beyond the 64 MiB workspace: C in blocks. 3000x6000: A whole, Bt in 5120 + 880 rows;
-# 5000x5001: 3840 + 1160 rows of each, N odd.
+# 5000x5001: A in 3840 + 1160 rows, Bt in 4096 + 905, N odd.
 BLOCKED_SHAPES = [Shape(3000, 6000, 4099), Shape(5000, 5001, 4099)]
 BLOCKED_VARIANTS = {
     "default": {},

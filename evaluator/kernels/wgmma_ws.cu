@@ -871,7 +871,7 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
   const int kp = static_cast<int>(wgmma_rules::padded_k(K));
   const int bm = static_cast<int>(wgmma_rules::pad_block_m(M, N, K));
   const int bn = static_cast<int>(wgmma_rules::pad_block_n(M, N, K));
-  const size_t copies = (static_cast<size_t>(bm + bn) * kp * 2 + 255) / 256 * 256;
+  const size_t copies = static_cast<size_t>(wgmma_rules::pad_bytes(P, bm, bn, K));  // one block's rows of A and Bt
   if (copies + partial_bytes(M, N) > workspace_bytes) return static_cast<int>(cudaErrorInvalidValue);
   __half* a_copy = static_cast<__half*>(workspace);
   __half* bt_copy = a_copy + static_cast<size_t>(bm) * kp;
