@@ -145,6 +145,11 @@ class Runtime:
     def memset_async(self, ptr: int, value: int, nbytes: int, stream: int) -> None:
         self._call("cudaMemsetAsync", vp(ptr), _c.c_int(value), _c.c_size_t(nbytes), vp(stream))
 
+    def reset_persisting_l2(self) -> None:
+        """Every L2 line a kernel marked to outlast others (evict_last, or an access-policy window) back to normal
+        priority. Such lines outlast a flush by writes of any size otherwise (experiments/2026-11-28-l2-evict-last)."""
+        self._call("cudaCtxResetPersistingL2Cache")
+
     def ipc_handle(self, ptr: int) -> str:
         handle = IpcHandle()
         self._call("cudaIpcGetMemHandle", _c.byref(handle), vp(ptr))

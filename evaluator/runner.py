@@ -141,6 +141,9 @@ class StreamDevice:
         self.shim.spin(cycles, self.stream)
 
     def flush(self) -> None:
+        # Called once the contender's last launch has finished (server_samples syncs first): its lines marked
+        # evict_last, which the writes alone would leave in the L2, go back to normal priority first.
+        self.rt.reset_persisting_l2()
         self._flushes += 1
         self.rt.memset_async(self.flush_ptr, self._flushes & 0xFF, self.flush_bytes, self.stream)
 

@@ -8,7 +8,8 @@ candidate) use the same loops on the same seeds; the runner imports this module 
   contenders rotate sample by sample. Samples are enqueued without waiting; a short spin before each start
   event gives the host a head start, and a sample the host fell behind on is dropped, as in server mode.
 - server: before each sample the host idles for an exponential random gap, the GPU spins to give the
-  host a head start, the L2 is flushed by writing at least twice its size, then one single-launch replay
+  host a head start, the L2 is flushed (lines a kernel marked evict_last reset to normal priority, since
+  they outlast any amount of writing otherwise, then at least twice its size written), then one single-launch replay
   is timed. A sample counts only if the host had enqueued the whole timed section before the GPU reached
   its start event; otherwise it is dropped, taken again (up to RETRIES times) and the head start grows.
   A contender left with fewer than half its samples raises TimingDisturbed.
@@ -49,7 +50,7 @@ class Device(Protocol):
     def wait(self, event: object) -> None: ...
     def sync(self) -> None: ...
     def spin(self, cycles: int) -> None: ...
-    def flush(self) -> None: ...
+    def flush(self) -> None: ...  # called with no contender's work left on the GPU
     def replay(self, name: str) -> None: ...
     def refresh(self, seed: int) -> None: ...
     def after(self, name: str, sample: int, seed: int) -> None: ...
@@ -241,14 +242,18 @@ def estimate_us(fn: Contender, stream) -> float:
 
 
 class Flusher:
-    """Evicts the L2 by writing a buffer of at least twice its size."""
+    """Evicts the L2: lines marked evict_last back to normal priority, then a buffer of at least twice its size
+    written. Called with no contender's work left on the GPU."""
 
     def __init__(self, l2_bytes: int):
         import torch
+        from hgemm.evaluator.cudart import Runtime
 
         self.buf = torch.empty(max(2 * l2_bytes, 64 << 20) // 4, dtype=torch.int32, device="cuda")
+        self.rt = Runtime()  # torch's libcudart, already loaded
 
     def __call__(self) -> None:
+        self.rt.reset_persisting_l2()
         self.buf.fill_(random.randrange(1 << 30))
 
 

@@ -98,3 +98,76 @@ def test_a_host_slower_than_the_head_start_gets_a_longer_one(monkeypatch):
     # two drops grow the head start past 0.3 ms; up to two more where the host's sleep overshoots even the
     # longest head start (0.8 ms): H100, 2026-11-26, 4 in one of several runs
     assert stats.n == 12 and timing.dropped_samples - before <= 4
+
+
+# Well inside the L2, and more than the share its evict_last lines may keep (an H100 process starts with 9.4 MiB).
+L2_PROBE_BYTES = 16 << 20
+
+
+def _l2_reader(tmp_path):
+    """l2_read and l2_spin from tests/l2_marks.cu, built with nvcc for this GPU."""
+    import ctypes
+    import subprocess
+    from pathlib import Path
+
+    from hgemm.evaluator.compile import DEFAULT_ARCHS, nvcc_flags
+
+    lib = tmp_path / "l2_marks.so"
+    source = Path(__file__).resolve().parent / "l2_marks.cu"
+    subprocess.run(["nvcc", *nvcc_flags(DEFAULT_ARCHS), str(source), "-o", str(lib)], check=True, capture_output=True)
+    so = ctypes.CDLL(str(lib))
+    so.l2_read.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    so.l2_spin.argtypes = [ctypes.c_longlong, ctypes.c_void_p]
+    return so.l2_read, so.l2_spin
+
+
+def test_a_server_flush_leaves_no_line_a_kernel_marked_evict_last(tmp_path):
+    """Lines a kernel read with an evict_last policy outlast writing twice the L2 (the flush before every server
+    sample) unless they are reset first. With the runner's flush, a read of such a buffer afterwards is as slow
+    as a cold one; with the writes alone it is measurably faster, which shows this test can tell the two apart."""
+    import torch
+    from hgemm.evaluator.cudart import Runtime
+    from hgemm.evaluator.runner import StreamDevice
+
+    read, spin = _l2_reader(tmp_path)
+    l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
+    rt = Runtime()  # torch's libcudart
+    rt.init()
+    stream = rt.stream_create()
+    x, sink = rt.malloc(L2_PROBE_BYTES), rt.malloc(16)
+    flush_bytes = max(2 * l2_bytes, 64 << 20)  # as the runner's
+    flush_ptr = rt.malloc(flush_bytes)
+    dev = StreamDevice(rt, stream, None, {}, flush_ptr, flush_bytes)
+    start, end = rt.event_create(), rt.event_create()
+
+    def timed_read(marked: bool | None, flush) -> float:
+        """Median us of a plain read of x after: a read marked evict_last (or plain, or none), then `flush`."""
+        times = []
+        for _ in range(15):
+            rt.stream_sync(stream)
+            rt.reset_persisting_l2()  # nothing left from the round before
+            rt.memset_async(flush_ptr, 1, flush_bytes, stream)
+            if marked is not None:
+                assert read(x, L2_PROBE_BYTES, int(marked), sink, stream) == 0
+            rt.stream_sync(stream)
+            flush()
+            assert spin(200_000, stream) == 0  # about 0.1 ms: the host enqueues the window meanwhile
+            rt.event_record(start, stream)
+            assert read(x, L2_PROBE_BYTES, 0, sink, stream) == 0
+            rt.event_record(end, stream)
+            rt.event_sync(end)
+            times.append(rt.elapsed_ms(start, end) * 1000.0)
+        return sorted(times)[len(times) // 2]
+
+    def writes_only():
+        rt.memset_async(flush_ptr, 2, flush_bytes, stream)
+
+    cold = timed_read(None, dev.flush)
+    warm = timed_read(False, lambda: None)
+    kept_by_writes = timed_read(True, writes_only)
+    kept_by_flush = timed_read(True, dev.flush)
+    print(f"\nread of {L2_PROBE_BYTES >> 20} MiB: cold {cold:.2f} us, warm {warm:.2f}, marked then written over "
+          f"{kept_by_writes:.2f}, marked then flushed {kept_by_flush:.2f}")  # fmt: skip
+    assert warm < 0.8 * cold  # the read can tell the L2 from memory
+    assert kept_by_writes < cold - 0.2 * (cold - warm)  # writes alone leave marked lines in the L2
+    assert kept_by_flush > cold - 0.1 * (cold - warm)  # the flush leaves none

@@ -110,3 +110,24 @@ def test_quantiles_interpolate_like_numpy():
     assert (s.median_us, s.p10_us, s.p90_us, s.n) == (3.0, 1.4, 4.6, 5)
     with pytest.raises(ValueError):
         timing.quantiles([])
+
+
+def test_a_flush_resets_l2_priorities_before_it_writes():
+    """Lines a kernel marked evict_last outlast any amount of writing: the runner's flush resets them first."""
+    from hgemm.evaluator.runner import StreamDevice
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def reset_persisting_l2(self):
+            self.calls.append(("reset",))
+
+        def memset_async(self, ptr, value, nbytes, stream):
+            self.calls.append(("memset", ptr, nbytes, stream))
+
+    rt = Recorder()
+    dev = StreamDevice(rt, 7, None, {}, flush_ptr=4096, flush_bytes=1 << 27)
+    dev.flush()
+    dev.flush()
+    assert rt.calls == [("reset",), ("memset", 4096, 1 << 27, 7)] * 2
