@@ -6,7 +6,8 @@
 // The timed read's time against a cold read (written, flushed) and a warm one (just read) says how much of
 // X was still in the L2. Prints one line per scenario: median, p10, p90 of 25 repetitions (us) and the
 // share of X the timed read found in the L2, (cold - t) / (cold - warm). Three passes: the persisting
-// set-aside as the process starts, set to 0 (what the evaluator does), set to its maximum.
+// set-aside as the process starts, set to 0, set to its maximum. Then, as offline mode runs calls, the second
+// of two back-to-back reads of X under each policy, and the host's time for the reset call.
 //
 // Build and run: nvcc -O3 -arch=sm_90a probe.cu -o probe && ./probe [MiB]
 #include <cuda_runtime.h>
@@ -120,7 +121,6 @@ int main(int argc, char** argv) {
   const size_t start_limit = limit;
   for (int pass = 0; pass < 3; ++pass) {
     if (pass == 1) {
-      // What the evaluator's processes set before any contender runs: no persisting set-aside.
       CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
       CHECK(cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize));
       std::printf("-- persisting limit %zu (was %zu)\n", limit, start_limit);
@@ -162,6 +162,33 @@ int main(int argc, char** argv) {
                   sc.name[0] == 'w' ? 100.f : 100.f * share);
     }
   }
+  // Offline mode keeps the L2 between calls: does marking help a read that follows a read of the same X?
+  // Timed: the second of two back-to-back reads, both under the same policy; with the set-aside as the process
+  // started, and at 0.
+  for (size_t aside : {start_limit, size_t(0)}) {
+    CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, aside));
+    for (int policy : {PLAIN, EVICT_LAST, FRACTION_HALF}) {
+      std::vector<float> t;
+      for (int rep = 0; rep < 26; ++rep) {
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaCtxResetPersistingL2Cache());
+        CHECK(cudaMemsetAsync(flush, rep, flush_bytes, s));
+        read_x<<<blocks, threads, 0, s>>>(x, n, policy, sink);
+        CHECK(cudaEventRecord(e0, s));
+        read_x<<<blocks, threads, 0, s>>>(x, n, policy, sink);
+        CHECK(cudaEventRecord(e1, s));
+        CHECK(cudaStreamSynchronize(s));
+        float ms;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (rep > 0) t.push_back(ms * 1000.f);
+      }
+      std::sort(t.begin(), t.end());
+      std::printf("back-to-back reads, set-aside %2zu MiB, %-12s %8.2f us  p10 %8.2f  p90 %8.2f\n", aside >> 20,
+                  policy == PLAIN ? "plain" : policy == EVICT_LAST ? "evict_last" : "half marked",
+                  t[t.size() / 2], t[t.size() / 10], t[t.size() * 9 / 10]);
+    }
+  }
+
   // Does the reset wait for the GPU? The host's time for the call with a 2 ms spin queued, and with none.
   for (int busy = 1; busy >= 0; --busy) {
     CHECK(cudaStreamSynchronize(s));
