@@ -116,6 +116,7 @@ _LIBC_DATA = frozenset(
     "program_invocation_name program_invocation_short_name".split()
 )
 _HIDDEN_SYSCALLS = {b"\x0f\x05": "syscall", b"\x0f\x34": "sysenter", b"\xcd\x80": "int 0x80"}
+HIDDEN_BYTES_REASON = "host code holds the bytes of"  # how every reason about those bytes begins
 _BANNED_MNEMONICS = re.compile(
     r"^(?:syscall|sysenter|sysexit|sysret[lq]?|int[13o]?|into|icebp|ljmp[lqw]?|lcall[lqw]?)$"
 )
@@ -445,7 +446,7 @@ def _disassembly_reasons(obj: Path, elf: Elf) -> list[str]:
         for pattern, what in _HIDDEN_SYSCALLS.items():
             at = body.find(pattern)
             if at >= 0:
-                reasons.append(f"host code holds the bytes of a `{what}` instruction ({s.name}+0x{at:x})")
+                reasons.append(f"{HIDDEN_BYTES_REASON} a `{what}` instruction ({s.name}+0x{at:x})")
     return reasons
 
 

@@ -172,6 +172,52 @@ def test_the_audited_object_is_the_one_linked_and_a_refused_one_is_never_linked(
     assert built.ok and built.lib_path and links and built.audit_reasons == refused.audit_reasons
 
 
+
+def _host_text(obj: Path) -> bytes:
+    elf = read_elf(obj.read_bytes())
+    return b"".join(elf.content(s) for s in elf.sections if s.flags & 0x4)  # executable sections
+
+
+@needs_nvcc
+def test_system_call_bytes_that_a_layout_happened_to_make_are_built_away(hgemm_home, monkeypatch, tmp_path):
+    """Where the only fault is a system call's bytes inside other host instructions, the object is built again with
+    another host layout and the clean build is the one linked; bytes every layout keeps are refused as before.
+    Stands in for g++ 13's `int 0x80` in a wgmma launcher with three bytes of this kernel's host code that the
+    first layout has and the second has not, and three that every layout has."""
+    import subprocess
+
+    from hgemm.evaluator import compile as comp
+
+    honest = Path(__file__).parent / "honest" / "smem_tiled.cu"
+    texts = []
+    for extra in ((), *comp.HOST_RELAYOUTS):
+        work = tmp_path / f"layout{len(texts)}"
+        work.mkdir()
+        shutil.copy(honest, work / "kernel.cu")
+        cmd = comp.object_command(comp.find_nvcc(), comp.nvcc_flags(("sm_80",), extra), "kernel.cu", None)
+        subprocess.run(cmd, cwd=work, check=True, capture_output=True)
+        texts.append(_host_text(work / "kernel.o"))
+    first, second = texts[:2]
+    assert first != second  # the relayout moves the host code
+    pattern = next(first[i : i + 3] for i in range(len(first) - 2) if first[i : i + 3] not in second)
+    monkeypatch.setattr(audit, "_HIDDEN_SYSCALLS", {pattern: "test pattern"})
+
+    links = []
+    real_link = comp.link_command
+    monkeypatch.setattr(comp, "link_command", lambda *a: links.append(a) or real_link(*a))
+    r = comp.compile_source(honest.read_text(), archs=("sm_80",))
+    assert r.ok and r.lib_path and len(links) == 1, r.log[-2000:]
+    assert r.audit["host_relayout"] == " ".join(comp.HOST_RELAYOUTS[0]) and not r.audit_reasons
+    assert "built again with" in r.log
+
+    # Bytes every layout keeps stay refused.
+    kept = next(first[i : i + 3] for i in range(len(first) - 2) if all(first[i : i + 3] in t for t in texts))
+    monkeypatch.setattr(audit, "_HIDDEN_SYSCALLS", {kept: "test pattern"})
+    refused = comp.compile_source(honest.read_text(), archs=("sm_80",), use_cache=False)
+    assert refused.failure_kind == "object_audit" and refused.lib_path is None
+    assert refused.log.count("built again with") == len(comp.HOST_RELAYOUTS)
+
+
 # ------------------------------------------------------------- host objects built by g++ alone (fast)
 
 HOST_OBJECTS = [
