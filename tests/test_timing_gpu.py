@@ -3,6 +3,7 @@
 The timed section of a sample is: start event, graph replay, end event. If the host stalls between
 the start event and the replay while the GPU has nothing queued, the GPU idles inside the window and
 the sample would time the host. `evaluator.timing.time_server` drops such samples and takes them again.
+The flush before a server sample leaves nothing of a buffer a kernel marked to stay in the L2.
 """
 
 from __future__ import annotations
@@ -162,10 +163,16 @@ def test_a_server_flush_leaves_no_line_a_kernel_marked_evict_last(tmp_path):
     def writes_only():
         rt.memset_async(flush_ptr, 2, flush_bytes, stream)
 
-    cold = timed_read(None, dev.flush)
-    warm = timed_read(False, lambda: None)
-    kept_by_writes = timed_read(True, writes_only)
-    kept_by_flush = timed_read(True, dev.flush)
+    try:
+        cold = timed_read(None, dev.flush)
+        warm = timed_read(False, lambda: None)
+        kept_by_writes = timed_read(True, writes_only)
+        kept_by_flush = timed_read(True, dev.flush)
+    finally:
+        for e in (start, end):
+            rt.event_destroy(e)
+        for p in (x, sink, flush_ptr):
+            rt.free(p)
     print(f"\nread of {L2_PROBE_BYTES >> 20} MiB: cold {cold:.2f} us, warm {warm:.2f}, marked then written over "
           f"{kept_by_writes:.2f}, marked then flushed {kept_by_flush:.2f}")  # fmt: skip
     assert warm < 0.8 * cold  # the read can tell the L2 from memory
