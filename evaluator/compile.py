@@ -444,7 +444,7 @@ def _build(
                 if again is None:
                     return timed_out("nvcc", log)
                 if again != 0 or not (work / "kernel.o").is_file():
-                    break  # the first build's verdict stands
+                    break  # the last audited build's verdict stands
                 report = _audit(work, again_out, baseline)
                 report.facts["host_relayout"] = " ".join(relayout)
             if not report.reasons or not check:

@@ -172,7 +172,6 @@ def test_the_audited_object_is_the_one_linked_and_a_refused_one_is_never_linked(
     assert built.ok and built.lib_path and links and built.audit_reasons == refused.audit_reasons
 
 
-
 def _host_text(obj: Path) -> bytes:
     elf = read_elf(obj.read_bytes())
     return b"".join(elf.content(s) for s in elf.sections if s.flags & 0x4)  # executable sections
