@@ -140,10 +140,15 @@ class StreamDevice:
     def spin(self, cycles: int) -> None:
         self.shim.spin(cycles, self.stream)
 
-    def flush(self) -> None:
-        # Called once the contender's last launch has finished (server_samples syncs first): its lines marked
-        # evict_last, which the writes alone would leave in the L2, go back to normal priority first.
+    def reset_l2(self) -> None:
+        # With the GPU idle (server_samples syncs first): lines the last contender marked evict_last, which the
+        # flush's writes alone would leave in the L2, go back to normal priority. The device-wide sync keeps
+        # whatever the reset does on the GPU out of the next timed window (it added about 1 us there when it
+        # ran inside the flush, behind the head-start spin; experiments/2026-11-28-shapes-real-worst).
         self.rt.reset_persisting_l2()
+        self.rt.device_sync()
+
+    def flush(self) -> None:
         self._flushes += 1
         self.rt.memset_async(self.flush_ptr, self._flushes & 0xFF, self.flush_bytes, self.stream)
 

@@ -7,10 +7,12 @@ candidate) use the same loops on the same seeds; the runner imports this module 
 - offline: each sample is one replay of a graph of back-to-back launches, divided by its launch count;
   contenders rotate sample by sample. Samples are enqueued without waiting; a short spin before each start
   event gives the host a head start, and a sample the host fell behind on is dropped, as in server mode.
-- server: before each sample the host idles for an exponential random gap, the GPU spins to give the
-  host a head start, the L2 is flushed (lines a kernel marked evict_last reset to normal priority, since
-  they outlast any amount of writing otherwise, then at least twice its size written), then one single-launch replay
-  is timed. A sample counts only if the host had enqueued the whole timed section before the GPU reached
+- server: before each sample, with the GPU idle, lines a kernel marked evict_last go back to normal priority
+  (they outlast any amount of writing otherwise; `Device.reset_l2`, which returns once the GPU has done it), the
+  host idles for an exponential random gap, the GPU spins to give the host a head start, the L2 is flushed (at
+  least twice its size written), then one single-launch replay is timed. The reset is not part of the flush:
+  called there, with the spin still running, it slowed the timed launch after it by about 1 us (H100,
+  experiments/2026-11-28-shapes-real-worst). A sample counts only if the host had enqueued the whole timed section before the GPU reached
   its start event; otherwise it is dropped, taken again (up to RETRIES times) and the head start grows.
   A contender left with fewer than half its samples raises TimingDisturbed.
 - Before every sample, `Device.refresh(seed)` gives the inputs new values and poisons the outputs, outside
@@ -50,7 +52,8 @@ class Device(Protocol):
     def wait(self, event: object) -> None: ...
     def sync(self) -> None: ...
     def spin(self, cycles: int) -> None: ...
-    def flush(self) -> None: ...  # called with no contender's work left on the GPU
+    def reset_l2(self) -> None: ...  # with the GPU idle; returns once done
+    def flush(self) -> None: ...
     def replay(self, name: str) -> None: ...
     def refresh(self, seed: int) -> None: ...
     def after(self, name: str, sample: int, seed: int) -> None: ...
@@ -128,6 +131,7 @@ def server_samples(dev: Device, names: Sequence[str], seeds: Sequence[int], rng:
             for name in order:
                 for _attempt in range(RETRIES):
                     dev.sync()
+                    dev.reset_l2()  # no line the last contender marked evict_last outlasts the flush
                     time.sleep(rng.expovariate(1.0 / mean_gap_us) * 1e-6)  # GPU idle, at random intervals
                     dev.refresh(seed)
                     dev.spin(head_start)  # touches no memory
@@ -175,6 +179,7 @@ class TorchDevice:
         import torch
 
         self.torch, self.stream, self.graphs, self._flush = torch, stream, graphs, flush
+        self._rt = None
 
     def event(self):
         return self.torch.cuda.Event(enable_timing=True)
@@ -196,6 +201,14 @@ class TorchDevice:
 
     def spin(self, cycles: int) -> None:
         self.torch.cuda._sleep(cycles)
+
+    def reset_l2(self) -> None:
+        if self._rt is None:
+            from hgemm.evaluator.cudart import Runtime
+
+            self._rt = Runtime()  # torch's libcudart, already loaded
+        self._rt.reset_persisting_l2()
+        self._rt.device_sync()
 
     def flush(self) -> None:
         self._flush()
@@ -242,18 +255,15 @@ def estimate_us(fn: Contender, stream) -> float:
 
 
 class Flusher:
-    """Evicts the L2: lines marked evict_last back to normal priority, then a buffer of at least twice its size
-    written. Called with no contender's work left on the GPU."""
+    """Evicts the L2: a buffer of at least twice its size written (lines marked evict_last were reset to normal
+    priority before, by `TorchDevice.reset_l2`)."""
 
     def __init__(self, l2_bytes: int):
         import torch
-        from hgemm.evaluator.cudart import Runtime
 
         self.buf = torch.empty(max(2 * l2_bytes, 64 << 20) // 4, dtype=torch.int32, device="cuda")
-        self.rt = Runtime()  # torch's libcudart, already loaded
 
     def __call__(self) -> None:
-        self.rt.reset_persisting_l2()
         self.buf.fill_(random.randrange(1 << 30))
 
 

@@ -44,6 +44,9 @@ class ScriptedDevice:
     def spin(self, cycles: int) -> None:
         self.log.append(("spin", cycles))
 
+    def reset_l2(self) -> None:
+        self.log.append(("reset_l2",))
+
     def flush(self) -> None:
         self.log.append(("flush",))
 
@@ -112,8 +115,22 @@ def test_quantiles_interpolate_like_numpy():
         timing.quantiles([])
 
 
-def test_a_flush_resets_l2_priorities_before_it_writes():
-    """Lines a kernel marked evict_last outlast any amount of writing: the runner's flush resets them first."""
+def test_server_samples_reset_l2_marks_with_the_gpu_idle_before_every_attempt():
+    """Lines a kernel marked evict_last outlast any amount of writing: every server attempt, the dropped ones too,
+    resets them right after the GPU went idle, before the gap, the refresh, the head-start spin and the flush."""
+    late = {1}
+    dev = ScriptedDevice({"a": 7.0, "b": 9.0}, late=lambda n: n in late)
+    timing.server_samples(dev, ["a", "b"], [1, 2], random.Random(0), mean_gap_us=1.0)
+    kinds = [e[0] for e in dev.log]
+    attempts = [i for i, k in enumerate(kinds) if k == "sync"]
+    assert len(attempts) == 5  # two samples of each contender, one taken again
+    for i in attempts:
+        assert kinds[i:i + 6] == ["sync", "reset_l2", "refresh", "spin", "flush", "record"]
+
+
+def test_the_runner_device_resets_then_waits_and_its_flush_only_writes():
+    """The reset returns once the GPU has done it (a device-wide sync): run behind the head-start spin, inside
+    the flush, it had slowed the timed launch after it by about 1 us."""
     from hgemm.evaluator.runner import StreamDevice
 
     class Recorder:
@@ -123,11 +140,15 @@ def test_a_flush_resets_l2_priorities_before_it_writes():
         def reset_persisting_l2(self):
             self.calls.append(("reset",))
 
+        def device_sync(self):
+            self.calls.append(("device_sync",))
+
         def memset_async(self, ptr, value, nbytes, stream):
             self.calls.append(("memset", ptr, nbytes, stream))
 
     rt = Recorder()
     dev = StreamDevice(rt, 7, None, {}, flush_ptr=4096, flush_bytes=1 << 27)
+    dev.reset_l2()
     dev.flush()
     dev.flush()
-    assert rt.calls == [("reset",), ("memset", 4096, 1 << 27, 7)] * 2
+    assert rt.calls == [("reset",), ("device_sync",)] + [("memset", 4096, 1 << 27, 7)] * 2
