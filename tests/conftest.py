@@ -27,7 +27,8 @@ def compile_home(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def compiled(compile_home) -> dict:
     """Every test kernel that may be built, built once for sm_90a and sm_80 with the checks skipped (the
-    refused ones must build too); the cache keeps each audit verdict for the checked calls that follow."""
+    refused ones must build too, but the cheats refused as compile errors); the cache keeps each audit verdict
+    for the checked calls that follow."""
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH")
     from adversarial.catalog import adversarial, honest

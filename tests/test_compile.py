@@ -34,7 +34,8 @@ from hgemm.core.record import kernel_hash
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 KERNELS = adversarial() + honest()
-BUILT = [k for k in KERNELS if k.builds]
+BUILT = [k for k in KERNELS if k.builds and k.expect != ("compile_error",)]
+UNBUILDABLE = [k for k in KERNELS if k.builds and k.expect == ("compile_error",)]  # device-side launches
 ARCHS = ("sm_90a", "sm_80")
 
 SMALL = """#include <cuda_fp16.h>
@@ -52,6 +53,12 @@ extern "C" int hgemm_run(const __half* A, const __half* B, const __half* Bt, __h
     return (int)cudaGetLastError();
 }
 """
+
+
+@pytest.mark.parametrize("kernel", UNBUILDABLE, ids=lambda k: k.name)
+def test_a_cheat_the_toolchain_cannot_build_fails_to_compile_even_unchecked(kernel, compiled):
+    r = compiled[kernel.name]
+    assert not r.ok and r.failure_kind == "compile_error" and r.lib_path is None, (kernel.name, r.log)
 
 
 @pytest.mark.parametrize("kernel", BUILT, ids=lambda k: k.name)
