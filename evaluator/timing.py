@@ -12,8 +12,9 @@ candidate) use the same loops on the same seeds; the runner imports this module 
   host idles for an exponential random gap, the GPU spins to give the host a head start, the L2 is flushed (at
   least twice its size written), then one single-launch replay is timed. The reset is not part of the flush:
   called there, with the spin still running, it slowed the timed launch after it by about 1 us (H100,
-  experiments/2026-11-28-shapes-real-worst). A sample counts only if the host had enqueued the whole timed section before the GPU reached
-  its start event; otherwise it is dropped, taken again (up to RETRIES times) and the head start grows.
+  experiments/2026-11-28-shapes-real-worst). A sample counts only if the host had enqueued the whole timed
+  section before the GPU reached its start event; otherwise it is dropped, taken again (up to RETRIES times) and
+  the head start grows.
   A contender left with fewer than half its samples raises TimingDisturbed.
 - Before every sample, `Device.refresh(seed)` gives the inputs new values and poisons the outputs, outside
   the timed window; after it, `Device.after(...)` may record what the judge needs to check that sample.
