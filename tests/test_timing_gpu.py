@@ -186,4 +186,6 @@ def test_a_server_flush_leaves_no_line_a_kernel_marked_evict_last(tmp_path):
     assert warm < 0.8 * cold  # the read can tell the L2 from memory
     assert kept_by_writes < cold - 0.2 * (cold - warm)  # writes alone leave marked lines in the L2
     assert kept_by_flush > cold - 0.1 * (cold - warm)  # the flush leaves none
-    assert cold < 1.05 * cold_writes  # the reset leaves nothing in the window after it
+    # The reset, with the GPU idle and waited for, leaves nothing in the window after it (in server samples,
+    # called behind the head-start spin, it had added 10-25% to reads of this size).
+    assert cold < 1.10 * cold_writes
