@@ -187,5 +187,5 @@ def test_a_server_flush_leaves_no_line_a_kernel_marked_evict_last(tmp_path):
     assert kept_by_writes < cold - 0.2 * (cold - warm)  # writes alone leave marked lines in the L2
     assert kept_by_flush > cold - 0.1 * (cold - warm)  # the flush leaves none
     # The reset, with the GPU idle and waited for, leaves nothing in the window after it (in server samples,
-    # called behind the head-start spin, it had added 10-25% to reads of this size).
+    # called behind the head-start spin, it had added 6-25% to the evaluator's samples).
     assert cold < 1.10 * cold_writes
