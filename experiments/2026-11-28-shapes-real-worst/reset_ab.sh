@@ -2,6 +2,7 @@
 # server mode, alternating between the evaluator as committed (A) and a copy with the reset calls removed (B).
 # Usage: reset_ab.sh SITE OUTDIR, with hgemm installed under SITE (scratch copies are made beside it); writes
 # OUTDIR/reset-ab.jsonl. VARIANTS="C A B" adds C: the reset once the GPU is idle, then a device-wide sync.
+# Since the fix (Device.reset_l2), A is the evaluator as committed, which resets as C did; C then resets twice.
 set -u
 SRC=$1; OUTDIR=$2; NORESET=$1-noreset
 rm -rf "$NORESET" && cp -r "$SRC" "$NORESET"
