@@ -84,6 +84,8 @@ def test_checked_batch_refuses_before_compiling_and_hits_the_cache(compiled, com
         if kernel.static:
             assert r.failure_kind == "static_check" and not r.ok and r.lib_path is None
             assert r.message and "not allowed" in r.message
+        elif kernel.expect == ("compile_error",):  # nvcc refuses it, checked or not
+            assert r.failure_kind == "compile_error" and not r.ok and r.lib_path is None, kernel.name
         elif kernel.expect == ("object_audit",):  # the verdict came with the cache entry: nothing rebuilt
             assert r.failure_kind == "object_audit" and r.lib_path is None and r.cached, kernel.name
             assert r.message and r.audit_reasons and r.message == "; ".join(r.audit_reasons)
