@@ -15,7 +15,8 @@
 //   cpasync 128 producer threads copy 16 bytes at a time (cp.async.cg), completion on the slot's barrier
 //   mixed   the first half of the rows by tensor loads, the second half by cp.async, at the same time
 // Printed per configuration: the median over CTAs of bytes received per SM clock (clock64 around the consumer's
-// loop), the slowest CTA's, and the aggregate rate over all CTAs (globaltimer, first start to last end).
+// loop), the slowest CTA's, the aggregate rate over all CTAs (globaltimer, first start to last end), and the share
+// of its loop that thread 0 of the producer and of the consumer spent waiting on a barrier (mean over CTAs).
 //
 // Build and run: nvcc -O3 -std=c++17 -arch=sm_90a -I../../evaluator/kernels probe.cu -o probe && ./probe [out.json]
 #include <cuda.h>
@@ -49,6 +50,7 @@ constexpr int CONSUMER_THREADS = 128;  // warpgroup 1
 
 struct Timing {
   long long cycles;
+  long long producer_cycles, producer_wait, consumer_wait;  // thread 0 of each side: its loop, time in mbar_wait
   unsigned long long start_ns, end_ns;
   unsigned sink;
 };
@@ -74,10 +76,11 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 
-// The first row of stage `i` of CTA `cta`: spread over the buffer, whole 8-row groups.
-__device__ __forceinline__ int stage_row(int cta, int i, int rows, int total_rows) {
-  const long long r = (static_cast<long long>(cta) * 7919 + i) * rows;
-  return static_cast<int>((r % (total_rows - rows)) / 8 * 8);
+// Stage i of CTA `cta` reads slot (cta * 7919 + i) mod the buffer's slots of `rows` rows. The slot advances by
+// one a stage, with no division in the loop (a first version divided 64-bit integers every stage: about 400
+// clocks of the producer thread's time, which bounded one CTA to a stage per ~250 ns).
+__device__ __forceinline__ int first_slot(int cta, int rows, int total_rows) {
+  return static_cast<int>((static_cast<long long>(cta) * 7919) % (total_rows / rows));
 }
 
 template <int MODE, int ROWS, int STAGES, bool READ>
@@ -113,14 +116,23 @@ __global__ void __launch_bounds__(PRODUCER_THREADS + CONSUMER_THREADS)
     __syncthreads();
   }
 
-  if (wg == 0 && (CP_ROWS > 0 || t == 0)) {  // one producer thread, as the family's, unless cp.async is used
+  if (wg == 0) {
+    // One producer thread, as the family's, unless cp.async is used; the others idle to the cluster barrier.
+    const int my_iters = CP_ROWS > 0 || t == 0 ? iters : 0;
     int s = 0;
     uint32_t phase = 0;
-    for (int i = 0; i < iters; ++i) {
+    const int slots = total_rows / ROWS;
+    int slot = first_slot(cta, ROWS, total_rows);
+    const long long p0 = clock64();
+    long long waited = 0;
+    for (int i = 0; i < my_iters; ++i) {
+      const long long w0 = clock64();
       mbar_wait(empty + 8 * s, phase ^ 1);
+      waited += clock64() - w0;
       const uint32_t dst = ring + s * STAGE_BYTES;
       const uint32_t bar = full + 8 * s;
-      const int row0 = stage_row(cta, i, ROWS, total_rows);
+      const int row0 = slot * ROWS;
+      if (++slot == slots) slot = 0;
       if (t == 0) {
         if constexpr (MODE == BULK) {
           mbar_arrive_expect_tx(bar, STAGE_BYTES);
@@ -154,8 +166,13 @@ __global__ void __launch_bounds__(PRODUCER_THREADS + CONSUMER_THREADS)
         phase ^= 1;
       }
     }
+    if (t == 0) {
+      out[blockIdx.x].producer_cycles = clock64() - p0;
+      out[blockIdx.x].producer_wait = waited;
+    }
   } else {
     unsigned acc = 0;
+    long long cwaited = 0;
     long long c0 = 0;
     unsigned long long n0 = 0;
     if (t == 0) {
@@ -165,7 +182,9 @@ __global__ void __launch_bounds__(PRODUCER_THREADS + CONSUMER_THREADS)
     int s = 0;
     uint32_t phase = 0;
     for (int i = 0; i < iters; ++i) {
+      const long long w0 = clock64();
       mbar_wait(full + 8 * s, phase);
+      cwaited += clock64() - w0;
       if constexpr (READ) {  // the whole stage once, as a wgmma group reads its operands
         const uint32_t base = ring + s * STAGE_BYTES;
 #pragma unroll 4
@@ -192,6 +211,7 @@ __global__ void __launch_bounds__(PRODUCER_THREADS + CONSUMER_THREADS)
     }
     if (t == 0) {
       out[blockIdx.x].cycles = clock64() - c0;
+      out[blockIdx.x].consumer_wait = cwaited;
       out[blockIdx.x].start_ns = n0;
       out[blockIdx.x].end_ns = global_ns();
     }
@@ -235,6 +255,7 @@ struct Result {
   const char* mode;
   int rows, stages, read, ctas;
   double median_bpc, slowest_bpc, aggregate_tbs, ns_per_stage;
+  double producer_waits, consumer_waits;  // share of its loop thread 0 of each side spent waiting, mean over CTAs
 };
 
 template <int MODE, int ROWS, int STAGES, bool READ>
@@ -259,7 +280,7 @@ static Result run(const uint8_t* buf, int total_rows, int ctas, int iters, int c
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   std::vector<Timing> host(ctas);
-  Result res{kModeNames[MODE], ROWS, STAGES, READ ? 1 : 0, ctas, 0, 0, 0, 0};
+  Result res{kModeNames[MODE], ROWS, STAGES, READ ? 1 : 0, ctas, 0, 0, 0, 0, 0, 0};
   for (int rep = 0; rep < 4; ++rep) {  // the first run warms the L2; keep the best of the other three
     CHECK(cudaLaunchKernelEx(&cfg, kernel, map, buf, total_rows, iters, out));
     CHECK(cudaDeviceSynchronize());
@@ -278,6 +299,13 @@ static Result run(const uint8_t* buf, int total_rows, int ctas, int iters, int c
       res.median_bpc = median;
       res.slowest_bpc = bpc[0];
       res.aggregate_tbs = static_cast<double>(iters) * STAGE_BYTES * ctas / static_cast<double>(last - first) / 1e3;
+      double pw = 0, cw = 0;
+      for (int c = 0; c < ctas; ++c) {
+        pw += static_cast<double>(host[c].producer_wait) / static_cast<double>(host[c].producer_cycles) / ctas;
+        cw += static_cast<double>(host[c].consumer_wait) / static_cast<double>(host[c].cycles) / ctas;
+      }
+      res.producer_waits = pw;
+      res.consumer_waits = cw;
       res.ns_per_stage = clock_khz > 0 ? STAGE_BYTES / median / (clock_khz * 1e-6) : 0.0;
     }
   }
@@ -301,18 +329,23 @@ int main(int argc, char** argv) {
   CHECK(cudaMemset(buf, 1, bytes));
   const int iters = 2048;
   std::printf("%s, %d SMs, clock %d MHz (ns per stage at that clock)\n", prop.name, sms, clock_khz / 1000);
-  std::printf("%-8s %5s %6s %4s %5s %10s %10s %9s %8s\n", "mode", "rows", "stages", "read", "ctas", "B/clk med",
-              "B/clk min", "TB/s", "ns/stage");
+  std::printf("%-8s %5s %6s %4s %5s %10s %10s %9s %8s %9s %9s\n", "mode", "rows", "stages", "read", "ctas",
+              "B/clk med", "B/clk min", "TB/s", "ns/stage", "prod wait", "cons wait");
   std::vector<Result> all;
   auto show = [&](Result r) {
-    std::printf("%-8s %5d %6d %4d %5d %10.1f %10.1f %9.2f %8.1f\n", r.mode, r.rows, r.stages, r.read, r.ctas,
-                r.median_bpc, r.slowest_bpc, r.aggregate_tbs, r.ns_per_stage);
+    std::printf("%-8s %5d %6d %4d %5d %10.1f %10.1f %9.2f %8.1f %9.2f %9.2f\n", r.mode, r.rows, r.stages, r.read,
+                r.ctas, r.median_bpc, r.slowest_bpc, r.aggregate_tbs, r.ns_per_stage, r.producer_waits,
+                r.consumer_waits);
+    std::fflush(stdout);
     all.push_back(r);
   };
   const int pairs = sms / 2 * 2;
   for (int ctas : {1, sms}) {
     const int even = ctas == 1 ? 2 : pairs;
     // A 64x64 tile's k-block (128 rows), 64x128 (192 rows), 128x128 (256 rows); rings of the family's depth.
+    show(run<TMA, 128, 1, false>(buf, total_rows, ctas, iters, clock_khz));  // ring depth: 1, 2, 4, 8, 12
+    show(run<TMA, 128, 2, false>(buf, total_rows, ctas, iters, clock_khz));
+    show(run<TMA, 128, 4, false>(buf, total_rows, ctas, iters, clock_khz));
     show(run<TMA, 128, 8, false>(buf, total_rows, ctas, iters, clock_khz));
     show(run<TMA, 128, 8, true>(buf, total_rows, ctas, iters, clock_khz));
     show(run<TMA, 128, 12, false>(buf, total_rows, ctas, iters, clock_khz));
@@ -340,9 +373,9 @@ int main(int argc, char** argv) {
       std::fprintf(f,
                    "  {\"mode\": \"%s\", \"rows\": %d, \"stages\": %d, \"read\": %d, \"ctas\": %d, "
                    "\"bytes_per_clock_median\": %.2f, \"bytes_per_clock_slowest\": %.2f, \"aggregate_tb_s\": %.3f, "
-                   "\"ns_per_stage\": %.1f}%s\n",
+                   "\"ns_per_stage\": %.1f, \"producer_waits\": %.3f, \"consumer_waits\": %.3f}%s\n",
                    r.mode, r.rows, r.stages, r.read, r.ctas, r.median_bpc, r.slowest_bpc, r.aggregate_tbs,
-                   r.ns_per_stage, i + 1 < all.size() ? "," : "");
+                   r.ns_per_stage, r.producer_waits, r.consumer_waits, i + 1 < all.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

@@ -4,7 +4,7 @@
 set -u
 OUT=$1
 E=experiments/2026-11-28-smem-fill
-nvcc -O3 -std=c++17 -arch=sm_90a -Ievaluator/kernels $E/probe.cu -o "$OUT/probe" && "$OUT/probe" "$OUT/smem-fill.json" | tee "$OUT/probe.log"
+nvcc -O3 -std=c++17 -arch=sm_90a -Ievaluator/kernels $E/probe.cu -o "$OUT/probe" && timeout 150 "$OUT/probe" "$OUT/smem-fill.json" | tee "$OUT/probe.log"
 python3 -P $E/a_cpasync.py 1024 1024 1024 "$OUT/k"
 python3 -P $E/a_cpasync.py 512 512 2048 "$OUT/k" bm=64 bn=64 split_k=1 stage_k=64 cluster_m=1 warp_producer=1
 python3 -P $E/a_cpasync.py 128 4608 3584 "$OUT/k"
