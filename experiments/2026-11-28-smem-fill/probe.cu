@@ -14,6 +14,10 @@
 //   bulk    one thread issues one 1-D bulk copy of the stage's bytes (no tensor map)
 //   cpasync 128 producer threads copy 16 bytes at a time (cp.async.cg), completion on the slot's barrier
 //   mixed   the first half of the rows by tensor loads, the second half by cp.async, at the same time
+//   tma_mc4 a 4x1 cluster: each CTA loads a quarter of every stage's rows, multicast into all four
+//   tma_2x2 a 2x2 cluster as a GEMM with 64-row tiles would run it: a stage's first 64 rows (A) are shared by the
+//           two CTAs of a row (x = rank & 1 varies), the rest (Bt) by the two of a column; each CTA loads half of
+//           each part, 32-row boxes, multicast to the pair that shares it
 // Printed per configuration: the median over CTAs of bytes received per SM clock (clock64 around the consumer's
 // loop), the slowest CTA's, the aggregate rate over all CTAs (globaltimer, first start to last end), and the share
 // of its loop that thread 0 of the producer and of the consumer spent waiting on a barrier (mean over CTAs).
@@ -41,8 +45,19 @@
     }                                                                                         \
   } while (0)
 
-enum Mode { TMA = 0, TMA_MC = 1, BULK = 2, CPASYNC = 3, MIXED = 4 };
-static const char* kModeNames[] = {"tma", "tma_mc", "bulk", "cpasync", "mixed"};
+enum Mode { TMA = 0, TMA_MC = 1, BULK = 2, CPASYNC = 3, MIXED = 4, TMA_MC4 = 5, TMA_MC2X2 = 6 };
+static const char* kModeNames[] = {"tma", "tma_mc", "bulk", "cpasync", "mixed", "tma_mc4", "tma_2x2"};
+
+// CTAs per cluster, and the rows of a tensor map's box, by mode.
+__host__ __device__ constexpr int cluster_size(int mode) {
+  return mode == TMA_MC ? 2 : (mode == TMA_MC4 || mode == TMA_MC2X2 ? 4 : 1);
+}
+__host__ __device__ constexpr int box_rows(int mode, int rows) {
+  if (mode == TMA_MC || mode == MIXED) return rows / 2;
+  if (mode == TMA_MC4) return rows / 4;
+  if (mode == TMA_MC2X2) return 32;
+  return rows > 256 ? 256 : rows;
+}
 
 constexpr int ROW_BYTES = 128;
 constexpr int PRODUCER_THREADS = 128;  // warpgroup 0 (cp.async uses all of it; TMA one elected thread)
@@ -89,9 +104,10 @@ __global__ void __launch_bounds__(PRODUCER_THREADS + CONSUMER_THREADS)
 #if HGW_DEVICE_OK  // the helpers exist in sm_90a device code only
   using namespace hgw;
   constexpr int STAGE_BYTES = ROWS * ROW_BYTES;
-  constexpr int CLUSTER = MODE == TMA_MC ? 2 : 1;
+  constexpr int CLUSTER = cluster_size(MODE);
   // Rows of a stage this CTA loads by tensor loads, and by cp.async.
   constexpr int TMA_ROWS = MODE == TMA ? ROWS : (MODE == TMA_MC || MODE == MIXED ? ROWS / 2 : 0);
+  constexpr bool MULTI4 = MODE == TMA_MC4 || MODE == TMA_MC2X2;
   constexpr int CP_ROWS = MODE == CPASYNC ? ROWS : (MODE == MIXED ? ROWS / 2 : 0);
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -105,7 +121,7 @@ __global__ void __launch_bounds__(PRODUCER_THREADS + CONSUMER_THREADS)
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       // full: the TMA thread's expect_tx arrive and/or one noinc arrive per cp.async thread
-      mbar_init(full + 8 * s, (TMA_ROWS > 0 || MODE == BULK ? 1 : 0) + (CP_ROWS > 0 ? PRODUCER_THREADS : 0));
+      mbar_init(full + 8 * s, (TMA_ROWS > 0 || MODE == BULK || MULTI4 ? 1 : 0) + (CP_ROWS > 0 ? PRODUCER_THREADS : 0));
       mbar_init(empty + 8 * s, 4 * CLUSTER);  // every consumer warp of the cluster
     }
     mbar_init_fence();
@@ -137,6 +153,23 @@ __global__ void __launch_bounds__(PRODUCER_THREADS + CONSUMER_THREADS)
         if constexpr (MODE == BULK) {
           mbar_arrive_expect_tx(bar, STAGE_BYTES);
           bulk_load(dst, buf + static_cast<size_t>(row0) * ROW_BYTES, STAGE_BYTES, bar);
+        } else if constexpr (MODE == TMA_MC4) {
+          mbar_arrive_expect_tx(bar, STAGE_BYTES);
+          const int mine = rank * (ROWS / 4);
+          tma_load_2d_multicast(dst + mine * ROW_BYTES, &map, bar, 0, row0 + mine, 0xF);
+        } else if constexpr (MODE == TMA_MC2X2) {
+          static_assert(ROWS > 64 && (ROWS - 64) % 64 == 0, "64 rows of A, Bt in pairs of 32-row boxes");
+          mbar_arrive_expect_tx(bar, STAGE_BYTES);
+          const uint32_t x = rank & 1, y = rank >> 1;
+          const int a = x * 32;  // this CTA's half of A, to both CTAs of its row (ranks 2y, 2y + 1)
+          tma_load_2d_multicast(dst + a * ROW_BYTES, &map, bar, 0, row0 + a, static_cast<uint16_t>(0x3u << (2 * y)));
+          constexpr int HALF_B = (ROWS - 64) / 2;  // this CTA's half of Bt, to both CTAs of its column (x, x + 2)
+#pragma unroll
+          for (int r = 0; r < HALF_B; r += 32) {
+            const int b = 64 + static_cast<int>(y) * HALF_B + r;
+            tma_load_2d_multicast(dst + b * ROW_BYTES, &map, bar, 0, row0 + b,
+                                  static_cast<uint16_t>((1u << x) | (1u << (x + 2))));
+          }
         } else if constexpr (TMA_ROWS > 0) {
           mbar_arrive_expect_tx(bar, (MODE == TMA_MC ? ROWS : TMA_ROWS) * ROW_BYTES);
           constexpr int BOX = TMA_ROWS > 256 ? 256 : TMA_ROWS;
@@ -259,26 +292,33 @@ struct Result {
 };
 
 template <int MODE, int ROWS, int STAGES, bool READ>
-static Result run(const uint8_t* buf, int total_rows, int ctas, int iters, int clock_khz) {
+static Result run(const uint8_t* buf, int total_rows, int want_ctas, int iters, int clock_khz) {
   constexpr int STAGE_BYTES = ROWS * ROW_BYTES;
   const size_t smem = 1024 + STAGES * (STAGE_BYTES + 16);
   auto kernel = fill<MODE, ROWS, STAGES, READ>;
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const int tma_rows = MODE == TMA_MC || MODE == MIXED ? ROWS / 2 : ROWS;
-  const CUtensorMap map = make_map(buf, total_rows, tma_rows > 256 ? 256 : tma_rows);
-  Timing* out = nullptr;
-  CHECK(cudaMalloc(&out, ctas * sizeof(Timing)));
+  const CUtensorMap map = make_map(buf, total_rows, box_rows(MODE, ROWS));
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(ctas);
   cfg.blockDim = dim3(PRODUCER_THREADS + CONSUMER_THREADS);
   cfg.dynamicSmemBytes = smem;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = MODE == TMA_MC ? 2 : 1;
+  attr[0].val.clusterDim.x = cluster_size(MODE);
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
+  // At most as many clusters as fit at once (SMs per GPC need not divide by 4), in whole clusters.
+  int ctas = want_ctas / cluster_size(MODE) * cluster_size(MODE);
+  if (cluster_size(MODE) > 1) {
+    int fit = 0;
+    cfg.gridDim = dim3(ctas);
+    CHECK(cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg));
+    ctas = std::min(ctas, fit * cluster_size(MODE));
+  }
+  cfg.gridDim = dim3(ctas);
+  Timing* out = nullptr;
+  CHECK(cudaMalloc(&out, ctas * sizeof(Timing)));
   std::vector<Timing> host(ctas);
   Result res{kModeNames[MODE], ROWS, STAGES, READ ? 1 : 0, ctas, 0, 0, 0, 0, 0, 0};
   for (int rep = 0; rep < 4; ++rep) {  // the first run warms the L2; keep the best of the other three
@@ -356,6 +396,11 @@ int main(int argc, char** argv) {
     show(run<TMA_MC, 128, 8, false>(buf, total_rows, even, iters, clock_khz));
     show(run<TMA_MC, 192, 8, false>(buf, total_rows, even, iters, clock_khz));
     show(run<TMA_MC, 192, 8, true>(buf, total_rows, even, iters, clock_khz));
+    show(run<TMA_MC4, 128, 8, false>(buf, total_rows, ctas == 1 ? 4 : ctas, iters, clock_khz));
+    show(run<TMA_MC4, 192, 8, false>(buf, total_rows, ctas == 1 ? 4 : ctas, iters, clock_khz));
+    show(run<TMA_MC2X2, 192, 8, false>(buf, total_rows, ctas == 1 ? 4 : ctas, iters, clock_khz));
+    show(run<TMA_MC2X2, 192, 8, true>(buf, total_rows, ctas == 1 ? 4 : ctas, iters, clock_khz));
+    show(run<TMA_MC2X2, 128, 8, false>(buf, total_rows, ctas == 1 ? 4 : ctas, iters, clock_khz));
     show(run<BULK, 128, 8, false>(buf, total_rows, ctas, iters, clock_khz));
     show(run<BULK, 192, 8, false>(buf, total_rows, ctas, iters, clock_khz));
     show(run<CPASYNC, 128, 8, false>(buf, total_rows, ctas, iters, clock_khz));
