@@ -5,8 +5,8 @@ The question it asks, after `probe.cu`: the probe's 4x1 multicast delivered 17-2
 against 14.7-14.9 for 2x1; does a GEMM whose default is the 2x1 cluster get faster with four? The family allows
 only 1 or 2 (`wgmma_rules.cuh`); the template is written for any cluster size, and `hgemm eval` checks the copy.
 
-Usage: python cluster4.py M N K OUTDIR  (the family's default for M N K must be a 2x1 cluster)
-Writes OUTDIR/base-MxNxK.cu and OUTDIR/cluster4-MxNxK.cu.
+Usage: python cluster4.py M N K OUTDIR [param=value ...]  (the family's default for M N K with the overrides given,
+in a 2x1 cluster as the base). Writes OUTDIR/base-MxNxK.cu and OUTDIR/cluster4-MxNxK.cu.
 """
 
 from __future__ import annotations
@@ -34,7 +34,14 @@ def main() -> None:
     m, n, k, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
     family = get_family("wgmma")
     params = dict(family.default_params(Shape(m, n, k)))
-    assert params.get("cluster_m") == 2 and not params.get("split_dsmem"), params
+    for kv in sys.argv[5:]:
+        key, value = kv.split("=")
+        params[key] = int(value)
+    params["cluster_m"] = 2
+    assert not params.get("split_dsmem") and not params.get("stream_k"), params
+    why = family.check(params, Shape(m, n, k))
+    assert why is None, f"{params}: {why}"
+    assert params["bn"] % 32 == 0, "a quarter of the Bt tile must be whole 8-row swizzle groups"
     base = family.render(params)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"base-{m}x{n}x{k}.cu").write_text(base)
