@@ -63,19 +63,30 @@ def patch(src: str) -> str:
     return src.replace("// hgemm family wgmma:", "// hgemm family wgmma (A by cp.async, experiments/2026-11-28-smem-fill):", 1)
 
 
-def main() -> None:
+def write_pair(name: str, patch_source, fixed: dict[str, int] | None = None, check=None) -> None:
+    """From sys.argv (M N K OUTDIR [param=value ...]): the family's default for M N K with the overrides, then
+    `fixed`; `check(params)` may refuse them. Writes OUTDIR/base-MxNxK.cu and OUTDIR/<name>-MxNxK.cu, the base
+    through `patch_source`."""
     m, n, k, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
     family = get_family("wgmma")
     params = dict(family.default_params(Shape(m, n, k)))
-    for kv in sys.argv[5:]:
-        key, value = kv.split("=")
-        params[key] = int(value)
-    assert not any(params.get(p) for p in ("swap_ab", "pad_rows", "split_dsmem", "stream_k")), params
+    params.update({key: int(value) for key, value in (kv.split("=") for kv in sys.argv[5:])})
+    params.update(fixed or {})
+    if check is not None:
+        check(family, params, Shape(m, n, k))
     base = family.render(params)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"base-{m}x{n}x{k}.cu").write_text(base)
-    (out / f"a_cpasync-{m}x{n}x{k}.cu").write_text(patch(base))
+    (out / f"{name}-{m}x{n}x{k}.cu").write_text(patch_source(base))
     print(m, n, k, params)
+
+
+def only_plain_forms(family, params, shape) -> None:
+    assert not any(params.get(p) for p in ("swap_ab", "pad_rows", "split_dsmem", "stream_k")), params
+
+
+def main() -> None:
+    write_pair("a_cpasync", patch, check=only_plain_forms)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hgemm.evaluator.kernels import get_family
-
-from hgemm.core.shape import Shape
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script with -P: its folder is not on the path
+from a_cpasync import write_pair  # noqa: E402
 
 
 def patch(src: str) -> str:
@@ -30,23 +29,15 @@ def patch(src: str) -> str:
     return src.replace("// hgemm family wgmma:", "// hgemm family wgmma (4x1 cluster, experiments/2026-11-28-smem-fill):", 1)
 
 
-def main() -> None:
-    m, n, k, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
-    family = get_family("wgmma")
-    params = dict(family.default_params(Shape(m, n, k)))
-    for kv in sys.argv[5:]:
-        key, value = kv.split("=")
-        params[key] = int(value)
-    params["cluster_m"] = 2
+def four_fits(family, params, shape) -> None:
     assert not params.get("split_dsmem") and not params.get("stream_k"), params
-    why = family.check(params, Shape(m, n, k))
+    why = family.check(params, shape)
     assert why is None, f"{params}: {why}"
     assert params["bn"] % 32 == 0, "a quarter of the Bt tile must be whole 8-row swizzle groups"
-    base = family.render(params)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"base-{m}x{n}x{k}.cu").write_text(base)
-    (out / f"cluster4-{m}x{n}x{k}.cu").write_text(patch(base))
-    print(m, n, k, params)
+
+
+def main() -> None:
+    write_pair("cluster4", patch, fixed={"cluster_m": 2}, check=four_fits)
 
 
 if __name__ == "__main__":
