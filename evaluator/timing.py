@@ -256,8 +256,8 @@ def estimate_us(fn: Contender, stream) -> float:
 
 
 class Flusher:
-    """Evicts the L2: a buffer of at least twice its size written (lines marked evict_last were reset to normal
-    priority before, by `TorchDevice.reset_l2`)."""
+    """Evicts the L2: a buffer of at least twice its size written. Lines marked evict_last outlast it; in
+    `server_samples` they are reset before (`Device.reset_l2`), used alone it leaves them."""
 
     def __init__(self, l2_bytes: int):
         import torch
