@@ -116,6 +116,11 @@ CONFIGS: dict[str, dict] = {
     "swap16_splitk4": {**_BASE, "bm": 64, "bn": 16, "consumers": 1, "stages": 8, "epilogue": 0, "swap_ab": 1,
                        "split_k": 4},
     "swap48": {**_BASE, "bm": 64, "bn": 48, "consumers": 1, "stages": 8, "epilogue": 0, "swap_ab": 1},
+    # clusters of four along M, each CTA loading a quarter of the Bt tile (of A in the transposed product)
+    "pp96_cl4": {**_BASE, "bn": 96, "stages": 6, "pingpong": 1, "epi_panels": 2, "cluster_m": 4},
+    "w256_cl4": {**_BASE, "bn": 256, "stages": 4, "epi_panels": 2, "cluster_m": 4},
+    "swap96_cl4": {**_BASE, "bm": 64, "bn": 96, "consumers": 1, "stages": 10, "epilogue": 0, "swap_ab": 1,
+                   "cluster_m": 4},
 }  # fmt: skip
 WIDTHS = ["w256x144_cl2", "w224_panels_cl2", "w176_pp_cl2", "m64n80_cl2", "swap16_splitk4", "swap48"]
 SMS = 132

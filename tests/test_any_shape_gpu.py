@@ -27,6 +27,8 @@ WGMMA_VARIANTS = {
     "split-dsmem": {"epilogue": 0, "split_k": 2, "split_dsmem": 1, "persistent": 0},
     "stream-k": {"stream_k": 1, "persistent": 1},
     "cluster-2": {"cluster_m": 2, "bm": 128, "consumers": 2},
+    "cluster-4": {"cluster_m": 4, "bm": 64, "bn": 64, "consumers": 1},
+    "cluster-4-pingpong": {"cluster_m": 4, "bm": 128, "bn": 96, "consumers": 2, "pingpong": 1, "epi_panels": 2},
     "pingpong": {"pingpong": 1, "consumers": 2, "bm": 128},
 }
 # K odd, K even but not a multiple of 8, K < 8, one element; K % 8 from 1 to 7 (each row of A and Bt then starts
@@ -124,6 +126,7 @@ def test_wgmma_swap_ab_is_correct_on_ragged_shapes():
         "swap": {"swap_ab": 1},
         "swap-split-k": {"swap_ab": 1, "split_k": 2},
         "swap-cluster-2": {"swap_ab": 1, "cluster_m": 2, "bm": 128, "consumers": 2},
+        "swap-cluster-4": {"swap_ab": 1, "cluster_m": 4, "bm": 64, "bn": 32, "consumers": 1, "stages": 8},
         "swap-64x32": {"swap_ab": 1, "bm": 64, "bn": 32, "consumers": 1, "stages": 16},
     }
     cases = []
@@ -148,6 +151,7 @@ PAD_VARIANTS = {
     "split-k": {"epilogue": 0, "split_k": 2},
     "split-dsmem": {"epilogue": 0, "split_k": 2, "split_dsmem": 1, "persistent": 0},
     "cluster-2": {"cluster_m": 2, "bm": 128, "consumers": 2},
+    "cluster-4": {"cluster_m": 4, "bm": 64, "bn": 64, "consumers": 1},
     "pingpong": {"pingpong": 1, "consumers": 2, "bm": 128},
     "swap": {"swap_ab": 1},
     "deep-stage": {"stage_k": 128, "warp_producer": 1},

@@ -251,18 +251,58 @@ def test_short_k_many_tiles_defaults_to_pingpong(shape):
         ((1000, 4608, 3584), (128, 160, 1)),  # 232 tiles of 128x160 in two waves, 128x192 would need 2 of 192
         ((1000, 14336, 4096), (128, 224, 0)),  # four waves of 128x224 where 128x192 needs five (K of 64 boxes)
         ((1000, 3584, 14336), (128, 224, 0)),  # one wave of 128x224 (128 tiles) rather than of 128x256 (112)
-        ((1000, 3584, 2048), (128, 256, 0)),  # K of 32 boxes: no 128x224
+        ((1000, 3584, 2048), (128, 256, 0)),  # K of 32 boxes: no 128x224; 112 tiles, clusters of four (below)
         ((4096, 1408, 2048), (128, 192, 1)),
         ((12288, 4096, 512), (128, 192, 1)),  # as before: 128x192 where it needs no more columns of waves
         ((4096, 4096, 4096), (128, 256, 0)),
     ],
 )
 def test_paired_128_row_tiles_default_to_a_cluster(shape, tile):
-    """An even count of 128-row tiles: each pair a 2x1 cluster, whichever of 128x192, 128x256, 128x224 (K of 64
-    boxes or more), 128x160 and 128x128 takes the least estimated time (H100, experiments/2026-11-27-m1000-tiles,
-    -widths)."""
+    """An even count of 128-row tiles: each pair a 2x1 cluster (four in one cluster where they make one nearly whole
+    wave of clusters of four), whichever of 128x192, 128x256, 128x224 (K of 64 boxes or more), 128x160 and 128x128
+    takes the least estimated time (H100, experiments/2026-11-27-m1000-tiles, -widths)."""
     p = FAMILY.default_params(Shape(*shape), H100)
-    assert (p["bm"], p["bn"], p["pingpong"]) == tile and p["cluster_m"] == 2 and p["epi_panels"] == 2
+    tiles = -(-shape[0] // 128) * -(-shape[1] // tile[1])
+    assert (p["bm"], p["bn"], p["pingpong"]) == tile and p["cluster_m"] == (4 if 108 <= tiles <= 120 else 2)
+    assert p["epi_panels"] == 2 and FAMILY.check(p, Shape(*shape), H100) is None
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        ((1000, 1408, 2048), (128, 96, 1, 4)),  # 120 tiles of 128x96: one whole wave of 30 clusters of four
+        ((1000, 4608, 3584), (128, 160, 1, 2)),  # 232 tiles: two waves, the pairs stay
+        ((12288, 256, 4096), (128, 256, 0, 2)),  # 96 tiles fill 80% of the four-clusters' slots: pairs
+        ((1100, 1408, 2048), (128, 128, 0, 1)),  # nine tile rows: no pairs, no fours
+    ],
+)
+def test_one_nearly_whole_wave_of_paired_tiles_takes_clusters_of_four(shape, expected):
+    """A 132-SM part holds 30 clusters of four (120 CTAs); paired 128-row tiles in a multiple of four tile rows that
+    fill 90-100% of those slots share each Bt tile four ways (H200, experiments/2026-11-28-cluster4)."""
+    p = FAMILY.default_params(Shape(*shape), H100)
+    assert (p["bm"], p["bn"], p["pingpong"], p["cluster_m"]) == expected
+    assert FAMILY.check(p, Shape(*shape), H100) is None
+
+
+@pytest.mark.parametrize(
+    ("shape", "clustered"),
+    [
+        ((77, 5120, 5120), True),  # 80 tiles, K of 80 boxes
+        ((65, 4200, 4100), True),  # 66 tiles (half the SMs), the fewest rows
+        ((96, 7168, 2048), False),  # K of 32 boxes: slower in server mode
+        ((77, 8192, 4096), False),  # 128 tiles: more than 30 clusters of four
+        ((77, 4096, 4096), False),  # 64 tiles: fewer than half the SMs
+        ((97, 5120, 5120), False),  # 97 rows: a 128-wide transposed tile wastes as much as two 64-row tiles
+        ((64, 5120, 5120), False),  # one whole 64-row tile
+    ],
+)
+def test_c_of_65_to_96_rows_takes_the_transposed_product_in_clusters_of_four(shape, clustered):
+    p = FAMILY.default_params(Shape(*shape), H100)
+    got = (p["bm"], p["bn"], p.get("swap_ab", 0), p["cluster_m"], p["split_k"], p["epilogue"])
+    if clustered:
+        assert got == (64, 96, 1, 4, 1, 0)
+    else:
+        assert got[3] != 4
     assert FAMILY.check(p, Shape(*shape), H100) is None
 
 

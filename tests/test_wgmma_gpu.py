@@ -58,3 +58,18 @@ def test_widths_between_powers_of_two_correct_on_ragged_shapes():
     assert len(rows) == len(shapes) * (len(check_wgmma.WIDTHS) + 1), rows
     bad = [(r["config"], r["M"], r["N"], r["K"], r["status"], r["message"]) for r in rows if r["status"] != "ok"]
     assert not bad, bad
+
+
+def test_four_cluster_defaults_correct_on_ragged_shapes():
+    """The defaults that take clusters of four (`cluster_m` 4): 128x96 ping-pong pairs where M = 1000 leaves the last
+    of eight tile rows 104 rows and N a partial last tile, and the transposed product for C of 65-96 rows, where C's
+    rows fill part of the 96-wide tile; K with a partial last k-block."""
+    import torch
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma kernels need a compute capability 9.x GPU")
+    shapes = [(1000, 1400, 2056), (1000, 1416, 1032), (77, 5000, 4104), (65, 4200, 4100)]
+    defaults = [check_wgmma.FAMILY.default_params(Shape(*s)) for s in shapes]
+    assert [(p["bn"], p["cluster_m"], p.get("swap_ab", 0)) for p in defaults] == [(96, 4, 0)] * 2 + [(96, 4, 1)] * 2
+    rows = check_wgmma.run_raw(shapes, names=[])
+    assert [(r["config"], r["status"]) for r in rows] == [("default", "ok")] * 4, rows

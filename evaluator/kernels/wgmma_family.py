@@ -34,7 +34,8 @@ SPACE: dict[str, tuple] = {
     "group_m": (1, 2, 4, 8, 16),
     "persistent": (0, 1),
     "epilogue": (0, 1),
-    "cluster_m": (1, 2),
+    # CTAs stacked along M sharing each Bt tile, each loading 1/cluster_m of it (experiments/2026-11-28-smem-fill)
+    "cluster_m": (1, 2, 4),
     "pingpong": (0, 1),
     "split_k": (1, 2, 3, 4, 6, 8, 16, 32, 64),
     "split_dsmem": (0, 1),
@@ -65,8 +66,12 @@ TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.8, (64, 128): 0.55, (64, 64): 
 # runs at 0.95 of 128x256's rate per element and fits the columns to fewer waves (H100, against the default:
 # 1000x3584x14336 146.7 -> 135.5 us, 1000x14336x4096 168.8 -> 163.2, 200x13824x5120 60.8 -> 59.8; at 2560^3, K of
 # 40 boxes, 128x208 without the TMA store lost, 52.4 -> 57.1; experiments/2026-11-27-widths).
+# 128x96 ping-pong at 0.78: at 1000x1408x2048 its 120 tiles ran at 0.87 of the rate per element of 128x128's 88
+# (H200, 2x1 clusters, 11.59 against 13.28 us; experiments/2026-11-28-cluster4), which is what it is chosen for
+# there; at 0.85 it would also take 1024^3, where it lost (7.05 against the default's 5.94 us).
 # bn -> (pingpong, efficiency, the fewest k-blocks it is chosen for)
-PAIRED_TILES = {192: (1, 1.0, 0), 256: (0, 1.0, 0), 224: (0, 0.95, 64), 160: (1, 0.96, 0), 128: (1, 0.90, 0)}
+PAIRED_TILES = {192: (1, 1.0, 0), 256: (0, 1.0, 0), 224: (0, 0.95, 64), 160: (1, 0.96, 0), 128: (1, 0.90, 0),
+                96: (1, 0.78, 0)}
 # Except 128x128 where C is at most 256 wide or K at most 512: there the cluster and the ping-pong consumers lost
 # to the unclustered 128x128 tile (H100, the old default against the new on the 107 shapes the rule changed,
 # experiments/2026-11-27-m1000-tiles/README.md: on those 51 shapes the paired tile ran at 0.983x the unclustered
@@ -80,6 +85,16 @@ SWAP_NARROW_MIN_M, SWAP_NARROW_MAX_M = 5, 48
 # wave of an output at least as wide as tall, with K of at least this many boxes, take the 2x1 cluster
 # (`default_params`).
 ONE_WAVE_CLUSTER, ONE_WAVE_CLUSTER_MIN_K_BLOCKS = 0.9, 16
+# Clusters of four CTAs are placed whole inside a GPC: a 132-SM Hopper part holds 30 of them (120 CTAs; agent/model.py
+# HOPPER_132_GPC_SMS), so a grid of more waits for a second round (the transposed product at 64x4096x16384 in 128
+# CTAs: 44 -> 87 us in clusters of four; experiments/2026-11-28-smem-fill/gpu-h200).
+FOUR_CLUSTERS_PER_132_SMS = 30
+MID_SWAPPED_MIN_K_BLOCKS = 64  # `_mid_swapped`
+
+
+def four_cluster_slots(sms: int) -> int:
+    """CTAs in clusters of four that can be resident at once (one per SM), scaled from the 132-SM parts."""
+    return 4 * (FOUR_CLUSTERS_PER_132_SMS * sms // 132)
 
 
 # What the analytic model (agent/model.py) cannot see in this kernel, as multiplicative time factors per
@@ -356,6 +371,12 @@ class WgmmaFamily(Family):
             # C through the two-panel ring leaves room for a deeper ring (4 with 128x256 tiles, 3 with the
             # whole tile staged); H100: 12288x256x16384 191 -> 181 us, 512x8192x2048 29.9 -> 27.8 us.
             params.update(cluster_m=2, pingpong=PAIRED_TILES[bn][0], epi_panels=2)
+            if -(-M // 128) % 4 == 0 and ONE_WAVE_CLUSTER * four_cluster_slots(sms) <= tiles <= four_cluster_slots(sms):
+                # One nearly whole wave of clusters of four, each quarter of the Bt tile loaded once and multicast
+                # to all four (H200, experiments/2026-11-28-cluster4: 1000x1408x2048, 120 tiles of 128x96, 11.59 ->
+                # 11.05 us; 12288x256xK, 96 tiles of 128x256, within 2% either way; more than one wave,
+                # 1000x4608x3584, no change).
+                params["cluster_m"] = 4
         elif (bm, bn) == (128, 256):
             params["epi_panels"] = 2
         elif (bm == 64 and N >= M and k_blocks >= ONE_WAVE_CLUSTER_MIN_K_BLOCKS and -(-M // 64) % 2 == 0
@@ -378,6 +399,9 @@ class WgmmaFamily(Family):
         rings = (8, 7, 6, 5, 4, 3, 2)
         if SWAP_NARROW_MIN_M <= M <= SWAP_NARROW_MAX_M:
             return deepest({**base, **self._narrow_swapped(M, N, k_blocks, sms)}, rings)
+        mid = self._mid_swapped(M, N, k_blocks, sms)
+        if mid is not None:
+            return deepest({**base, **mid}, (16, 14, 12, 10, *rings))
         one_row = self._one_row(M, N, k_blocks, sms)
         if one_row is not None:
             return deepest({**base, **one_row}, (16, 14, 12, 10, *rings))
@@ -416,6 +440,21 @@ class WgmmaFamily(Family):
         tiles = -(-N // 64)
         split = max(s for s in self.space["split_k"] if s == 1 or (tiles * s <= sms and k_blocks // s >= 8))
         return {"bm": 64, "bn": 16 * -(-M // 16), "consumers": 1, "split_k": split, "epilogue": 0, "swap_ab": 1}
+
+    @staticmethod
+    def _mid_swapped(M: int, N: int, k_blocks: int, sms: int) -> Params | None:
+        """For C of 65 to 96 rows, wide enough for half the SMs to one wave of clusters of four in 64-column tiles,
+        K of MID_SWAPPED_MIN_K_BLOCKS boxes or more: the transposed product in 64 x (M rounded up to 32) tiles,
+        unsplit, in clusters of four sharing each A tile; else None. Two 64-row tiles would compute up to 128
+        rows. H200 against the 64x128 tiles in 2x1 clusters of `_few_tiles` (experiments/2026-11-28-cluster4, us
+        offline / server): 77x5120x5120 21.07 / 27.01 -> 18.99 / 26.02, 80x4608x4096 16.04 / 22.21 -> 14.42 / 21.54,
+        72x4608x8192 32.23 / 37.20 -> 26.55 / 34.43; with K of 16 and 32 boxes faster offline and slower in server
+        mode (90x6144x1024 10.40 -> 10.94 us, 96x7168x2048 15.52 -> 16.40), where the other rules stay."""
+        tiles = -(-N // 64)
+        if not 64 < M <= 96 or k_blocks < MID_SWAPPED_MIN_K_BLOCKS or not sms // 2 <= tiles <= four_cluster_slots(sms):
+            return None
+        return {"bm": 64, "bn": 32 * -(-M // 32), "consumers": 1, "split_k": 1, "epilogue": 0, "swap_ab": 1,
+                "cluster_m": 4}  # fmt: skip
 
     def _long_k_split(self, M: int, N: int, k_blocks: int, sms: int) -> Params | None:
         """For a few-tile output in an even count of 128-row tiles and a long K: 128x128 ping-pong pairs, the most
@@ -563,7 +602,7 @@ FAMILIES: dict[str, Family] = {
         space=SPACE,
         description="Hopper TMA + wgmma warp-specialised kernel: producer warpgroup, 1-2 consumer "
         "warpgroups (3 for 192-row tiles), mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, "
-        "2x1 multicast clusters, split-K with a reduction kernel or DSMEM, stream-K, rows of A and Bt copied with "
+        "multicast clusters of 2 or 4 along M, split-K with a reduction kernel or DSMEM, stream-K, rows of A and Bt copied with "
         "16-byte padding where K is not a multiple of 8",
         min_cc=9.0,
         tuning=("group_m", "persistent", "epi_panels", "stages", "warp_producer", "stage_k"),

@@ -45,7 +45,7 @@ constexpr const char* violation(const Params& p) {
   if (p.bn < 16 || p.bn > 256 || p.bn % 16) return "BN must be a multiple of 16 from 16 to 256";
   if (p.stages < 2) return "at least two ring stages";
   if (p.consumers < 1 || p.consumers > 3) return "one to three consumer warpgroups";
-  if (p.cluster_m != 1 && p.cluster_m != 2) return "CLUSTER_M must be 1 or 2";
+  if (p.cluster_m != 1 && p.cluster_m != 2 && p.cluster_m != 4) return "CLUSTER_M must be 1, 2 or 4";
   if (p.split_k < 1 || p.split_k > 64) return "SPLIT_K must be 1..64";
   if (p.epi_panels != 0 && p.epi_panels != 2) return "EPI_PANELS must be 0 or 2";
   if (p.pingpong && p.consumers != 2) return "ping-pong needs two consumer warpgroups";

@@ -6,8 +6,8 @@
 // every tile each (cooperative), or
 // alternate whole tiles (HG_PINGPONG, so one consumer's epilogue overlaps the other's math). setmaxnreg
 // moves registers from the producer to the consumers. Persistent CTAs (HG_PERSISTENT) walk the tiles in
-// grouped raster order of HG_GROUP_M tile rows; with HG_CLUSTER_M == 2 two CTAs stacked along M share
-// each Bt tile through TMA multicast. The epilogue writes fp16 from registers (HG_EPILOGUE 0) or with
+// grouped raster order of HG_GROUP_M tile rows; with HG_CLUSTER_M of 2 or 4 that many CTAs stacked along M
+// share each Bt tile through TMA multicast. The epilogue writes fp16 from registers (HG_EPILOGUE 0) or with
 // stmatrix into swizzled shared memory and TMA stores of C panels (HG_EPILOGUE 1; the whole tile, or
 // with HG_EPI_PANELS = 2 one panel at a time through a two-panel ring). HG_SPLIT_K > 1 makes every
 // (tile, K slice) a work unit whose fp32 partial goes to the workspace, summed into C by a second kernel
@@ -16,7 +16,7 @@
 // wave, plus one full wave, into equal k-block ranges, one per persistent CTA, handed over through the
 // workspace with release/acquire flags. HG_SWAP_AB computes the transposed product Ct = Bt * A^T: Bt is the
 // kernel's A and A its Bt (both K-major already), so the short side of a small-M shape is the tile's N and
-// the 2x1 cluster multicasts A; C is stored transposed from the registers (or the fp32 partials are).
+// a cluster multicasts A; C is stored transposed from the registers (or the fp32 partials are).
 // HG_PAD_ROWS takes K that is not a multiple of 8, whose rows TMA cannot read: a first kernel copies A and Bt
 // into the workspace with rows padded to 16 bytes, and the GEMM, launched as its programmatic dependent,
 // reads the copies once it has passed griddepcontrol.wait; where the copies do not fit the workspace, block by
@@ -75,7 +75,7 @@ static_assert(wgmma_rules::violation(P) == nullptr, "these parameters break a ru
 [[maybe_unused]] constexpr int THREADS = 128 * (CONSUMERS + 1);
 [[maybe_unused]] constexpr int A_BYTES = wgmma_rules::a_bytes(P);
 [[maybe_unused]] constexpr int B_BYTES = wgmma_rules::b_bytes(P);
-// A 2x1 cluster shares Bt: each CTA loads and multicasts half of every Bt tile.
+// A cluster shares Bt: each of its CLUSTER_M CTAs loads and multicasts its share of every Bt tile.
 [[maybe_unused]] constexpr bool B_MULTICAST = CLUSTER_M > 1;
 [[maybe_unused]] constexpr int B_SLICE = B_MULTICAST ? BN / CLUSTER_M : BN;  // Bt rows per TMA load (the tmB box)
 [[maybe_unused]] constexpr bool STREAM_K = HG_STREAM_K != 0;  // last tiles split into equal k-block ranges per CTA
@@ -417,7 +417,7 @@ __global__ void __launch_bounds__(hgw_cfg::THREADS, 1)
   // consumer's ring position and wgmma descriptors can live in uniform registers.
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   const int wg_thread = threadIdx.x % 128;
-  const uint32_t rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;  // position in an M multicast pair
+  const uint32_t rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;  // position in the M multicast cluster
 
   if (threadIdx.x == 0) {
     tma_prefetch_desc(&tmA);
