@@ -4,7 +4,7 @@ every shape of shapes-real (M > 1) and of the 1,000-configuration grid whose def
 configurations are in old-defaults.json (the family's defaults at the commit before). Both evaluated, checked
 and timed in both modes beside the libraries.
 
-Usage (one GPU): python defaults.py OUT_DIR
+Usage (one GPU): python defaults.py OUT_DIR [OLD_DEFAULTS.json]  (another experiment's old defaults, by shape)
 """
 
 from __future__ import annotations
@@ -31,5 +31,7 @@ def configurations(shape) -> dict[str, dict]:
 if __name__ == "__main__":
     from hgemm.evaluator.kernels import get_family
 
+    if len(sys.argv) > 2:
+        OLD = json.loads(Path(sys.argv[2]).read_text())
     shapes = [tuple(int(x) for x in k.split("x")) for k in OLD]
     main(sys.argv[1], shapes, family=get_family("wgmma"), configurations=configurations, name="defaults.json")
