@@ -34,7 +34,7 @@ SPACE: dict[str, tuple] = {
     "group_m": (1, 2, 4, 8, 16),
     "persistent": (0, 1),
     "epilogue": (0, 1),
-    # CTAs stacked along M sharing each Bt tile, each loading 1/cluster_m of it (experiments/2026-11-28-smem-fill)
+    # CTAs stacked along M sharing each Bt tile, each loading 1/cluster_m of it (experiments/2026-11-28-cluster4)
     "cluster_m": (1, 2, 4),
     "pingpong": (0, 1),
     "split_k": (1, 2, 3, 4, 6, 8, 16, 32, 64),
@@ -602,8 +602,8 @@ FAMILIES: dict[str, Family] = {
         space=SPACE,
         description="Hopper TMA + wgmma warp-specialised kernel: producer warpgroup, 1-2 consumer "
         "warpgroups (3 for 192-row tiles), mbarrier ring, setmaxnreg, optional persistence, TMA-store epilogue, "
-        "multicast clusters of 2 or 4 along M, split-K with a reduction kernel or DSMEM, stream-K, rows of A and Bt copied with "
-        "16-byte padding where K is not a multiple of 8",
+        "multicast clusters of 2 or 4 along M, split-K with a reduction kernel or DSMEM, stream-K, rows of A and Bt "
+        "copied with 16-byte padding where K is not a multiple of 8",
         min_cc=9.0,
         tuning=("group_m", "persistent", "epi_panels", "stages", "warp_producer", "stage_k"),
     ),
