@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hgemm.core.gpc import resident_clusters
 from hgemm.core.record import GpuInfo
 from hgemm.core.shape import Shape
 
@@ -52,10 +53,6 @@ DSMEM_REDUCE_US = 0.9
 # took the rank correlation of the family's configurations per shape from 0.54 to 0.80 (median over 53 shapes),
 # with the all-family ranking unchanged (experiments/2026-11-27-small-deep, NOTES item 81).
 DIRECT_L2_LATENCY_SHARE = 0.5
-# A thread-block cluster runs inside one GPC. SMs per GPC of the 132-SM Hopper parts: a layout that fits the
-# measured residency of DSMEM split-K clusters (it holds 30 clusters of 4 CTAs, 14 of 8, 66 of 2): 128 CTAs
-# in clusters of 4 or 8 take about twice as long as 112 or fewer.
-HOPPER_132_GPC_SMS = (18, 18, 18, 18, 16, 16, 14, 14)
 
 
 @dataclass(frozen=True)
@@ -226,20 +223,6 @@ def _split_warps(warps: int, bm: int, bn: int) -> tuple[int, int]:
     while wm * 2 <= warps and bm // (wm * 2) >= bn // (warps // (wm * 2)):
         wm *= 2
     return wm, max(1, warps // wm)
-
-
-def gpc_sms(sm_count: int) -> tuple[int, ...]:
-    """SMs per GPC: the 132-SM Hopper layout, else the SMs spread evenly over GPCs of about 16."""
-    if sm_count == sum(HOPPER_132_GPC_SMS):
-        return HOPPER_132_GPC_SMS
-    gpcs = max(1, round(sm_count / 16.5))
-    base, extra = divmod(sm_count, gpcs)
-    return (base + 1,) * extra + (base,) * (gpcs - extra)
-
-
-def resident_clusters(size: int, ctas_per_sm: int, sm_count: int) -> int:
-    """Clusters of `size` CTAs that fit on the GPU at once, each inside one GPC."""
-    return sum(g * ctas_per_sm // size for g in gpc_sms(sm_count))
 
 
 def ctas_per_sm(tile: Tile, gpu: GpuInfo) -> int:

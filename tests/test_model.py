@@ -13,15 +13,14 @@ from hgemm.agent.model import (
     DSMEM_REDUCE_US,
     MEMORY_LATENCY_US,
     ctas_per_sm,
-    gpc_sms,
     gpu_peaks,
     predict,
     predict_us,
-    resident_clusters,
     tile_of,
 )
 from hgemm.evaluator.kernels import FAMILIES
 
+from hgemm.core.gpc import gpc_sms, resident_clusters
 from hgemm.core.record import GpuInfo
 from hgemm.core.shape import Shape
 

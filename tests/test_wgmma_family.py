@@ -874,6 +874,6 @@ def test_two_cooperative_consumers_hold_up_to_192_accumulators():
 
 def test_the_defaults_four_cluster_slots_are_the_models():
     """The defaults' count of CTAs in clusters of four that fit at once is the model's GPC layout of a 132-SM part."""
-    from hgemm.agent.model import resident_clusters
+    from hgemm.core.gpc import resident_clusters
 
     assert wgmma_family.four_cluster_slots(132) == 4 * resident_clusters(4, 1, 132) == 120

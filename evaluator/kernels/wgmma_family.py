@@ -17,6 +17,7 @@ import re
 from hgemm.evaluator.kernels import rules
 from hgemm.evaluator.kernels.family import Family, Params, kernel_file
 
+from hgemm.core.gpc import resident_clusters
 from hgemm.core.record import GpuInfo
 from hgemm.core.shape import Shape
 
@@ -85,16 +86,15 @@ SWAP_NARROW_MIN_M, SWAP_NARROW_MAX_M = 5, 48
 # wave of an output at least as wide as tall, with K of at least this many boxes, take the 2x1 cluster
 # (`default_params`).
 ONE_WAVE_CLUSTER, ONE_WAVE_CLUSTER_MIN_K_BLOCKS = 0.9, 16
-# Clusters of four CTAs are placed whole inside a GPC: a 132-SM Hopper part holds 30 of them (120 CTAs; agent/model.py
-# HOPPER_132_GPC_SMS), so a grid of more waits for a second round (the transposed product at 64x4096x16384 in 128
-# CTAs: 44 -> 87 us in clusters of four; experiments/2026-11-28-smem-fill/gpu-h200).
-FOUR_CLUSTERS_PER_132_SMS = 30
 MID_SWAPPED_MIN_K_BLOCKS = 64  # `_mid_swapped`
 
 
 def four_cluster_slots(sms: int) -> int:
-    """CTAs in clusters of four that can be resident at once (one per SM), scaled from the 132-SM parts."""
-    return 4 * (FOUR_CLUSTERS_PER_132_SMS * sms // 132)
+    """CTAs in clusters of four that can be resident at once, one per SM. Each cluster is placed whole inside a GPC:
+    a 132-SM Hopper part holds 30 (120 CTAs; `hgemm.core.gpc`), so a grid of more waits for a second round (the
+    transposed product at 64x4096x16384 in 128 CTAs: 44 -> 87 us in clusters of four;
+    experiments/2026-11-28-smem-fill/gpu-h200)."""
+    return 4 * resident_clusters(4, 1, sms)
 
 
 # What the analytic model (agent/model.py) cannot see in this kernel, as multiplicative time factors per
@@ -371,7 +371,8 @@ class WgmmaFamily(Family):
             # C through the two-panel ring leaves room for a deeper ring (4 with 128x256 tiles, 3 with the
             # whole tile staged); H100: 12288x256x16384 191 -> 181 us, 512x8192x2048 29.9 -> 27.8 us.
             params.update(cluster_m=2, pingpong=PAIRED_TILES[bn][0], epi_panels=2)
-            if -(-M // 128) % 4 == 0 and ONE_WAVE_CLUSTER * four_cluster_slots(sms) <= tiles <= four_cluster_slots(sms):
+            slots = four_cluster_slots(sms)
+            if -(-M // 128) % 4 == 0 and ONE_WAVE_CLUSTER * slots <= tiles <= slots:
                 # One nearly whole wave of clusters of four, each quarter of the Bt tile loaded once and multicast
                 # to all four (H200, experiments/2026-11-28-cluster4: 1000x1408x2048, 120 tiles of 128x96, 11.59 ->
                 # 11.05 us; 12288x256xK, 96 tiles of 128x256, within 2% either way; more than one wave,
